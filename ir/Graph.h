@@ -1,0 +1,181 @@
+// The graph IR: a Module holds one Graph; a Graph has arguments (data inputs
+// and parameters), ops in SSA order, and named outputs. Every op has exactly
+// one result. Shapes are static.
+#pragma once
+
+#include "ir/Attrs.h"
+#include "ir/OpInfo.h"
+#include "ir/Types.h"
+#include "support/Loc.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <functional>
+#include <list>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mgc::ir {
+
+class Op;
+class Graph;
+
+enum class ValueKind : uint8_t { Input, Param, Result };
+
+// How a parameter is initialised. normal(mean = a, std = b),
+// uniform(low = a, high = b), xavier (uniform with the Glorot bound from
+// the last two dimensions).
+enum class InitKind : uint8_t { Zeros, Ones, Normal, Uniform, Xavier };
+struct Init {
+  InitKind kind = InitKind::Zeros;
+  double a = 0;
+  double b = 0;
+  friend bool operator==(const Init &x, const Init &y) {
+    return x.kind == y.kind && x.a == y.a && x.b == y.b;
+  }
+};
+std::string formatInit(const Init &init); // "normal(0.0, 0.02)", "zeros"
+
+class Value {
+public:
+  ValueKind kind() const { return kind_; }
+  bool isArgument() const { return kind_ != ValueKind::Result; }
+  const TensorType &type() const { return type_; }
+  void setType(TensorType type) { type_ = std::move(type); }
+  // The op that computes this value (Result), or null (arguments).
+  Op *definingOp() const { return op_; }
+  // Arguments: the hierarchical name ("blocks.3.attn.w_qkv"). Results: empty.
+  const std::string &name() const { return name_; }
+  // Parameters only.
+  const Init &init() const { return init_; }
+  Loc loc() const;
+
+private:
+  friend class Graph;
+  friend class Op;
+  ValueKind kind_ = ValueKind::Result;
+  TensorType type_;
+  Op *op_ = nullptr;
+  std::string name_;
+  Init init_;
+  Loc loc_;
+};
+
+class Op {
+public:
+  OpKind kind() const { return kind_; }
+  const OpInfo &info() const { return opInfo(kind_); }
+  llvm::StringRef name() const { return info().name; }
+
+  llvm::ArrayRef<Value *> operands() const { return operands_; }
+  Value *operand(unsigned i) const { return operands_[i]; }
+  unsigned numOperands() const { return operands_.size(); }
+  void setOperand(unsigned i, Value *v) { operands_[i] = v; }
+
+  Value *result() { return &result_; }
+  const Value *result() const { return &result_; }
+  const TensorType &type() const { return result_.type(); }
+
+  Attrs &attrs() { return attrs_; }
+  const Attrs &attrs() const { return attrs_; }
+
+  Loc loc() const { return loc_; }
+  void setLoc(Loc loc) { loc_ = loc; }
+  // The path of the block instance this op belongs to ("blocks.3.attn"), or
+  // empty at the top level. Layer boundaries (where pipeline stages may be
+  // cut) are where this changes.
+  const std::string &scope() const { return scope_; }
+  void setScope(std::string scope) { scope_ = std::move(scope); }
+
+private:
+  friend class Graph;
+  Op() = default;
+  OpKind kind_ = OpKind::Constant;
+  llvm::SmallVector<Value *, 3> operands_;
+  Value result_;
+  Attrs attrs_;
+  Loc loc_;
+  std::string scope_;
+};
+
+struct Output {
+  std::string name;
+  Value *value = nullptr;
+  bool isLoss = false;
+  Loc loc;
+};
+
+class Graph {
+public:
+  using OpList = std::list<std::unique_ptr<Op>>;
+  using OpIterator = OpList::iterator;
+
+  Graph() = default;
+  Graph(const Graph &) = delete;
+  Graph &operator=(const Graph &) = delete;
+
+  // Arguments, in declaration order. Names are unique (callers check).
+  Value *addInput(llvm::StringRef name, TensorType type, Loc loc = {});
+  Value *addParam(llvm::StringRef name, TensorType type, Init init,
+                  Loc loc = {});
+  llvm::ArrayRef<std::unique_ptr<Value>> arguments() const { return args_; }
+  std::vector<Value *> inputs() const;
+  std::vector<Value *> params() const;
+  Value *findArgument(llvm::StringRef name) const;
+
+  // Creates an op with a given result type (no checking: see Builder for
+  // creation with shape inference, Verifier for checking). Appends at the end
+  // or inserts before `pos`.
+  Op *createOp(OpKind kind, llvm::ArrayRef<Value *> operands, Attrs attrs,
+               TensorType resultType, Loc loc = {}, std::string scope = {});
+  Op *createOpBefore(OpIterator pos, OpKind kind,
+                     llvm::ArrayRef<Value *> operands, Attrs attrs,
+                     TensorType resultType, Loc loc = {},
+                     std::string scope = {});
+
+  OpList &ops() { return ops_; }
+  const OpList &ops() const { return ops_; }
+  size_t numOps() const { return ops_.size(); }
+  OpIterator erase(OpIterator it) { return ops_.erase(it); }
+  // Removes every op for which `pred` holds. The caller makes sure nothing
+  // still uses their results.
+  void eraseOpsIf(const std::function<bool(const Op &)> &pred);
+
+  void addOutput(llvm::StringRef name, Value *value, bool isLoss = false,
+                 Loc loc = {});
+  std::vector<Output> &outputs() { return outputs_; }
+  const std::vector<Output> &outputs() const { return outputs_; }
+  const Output *lossOutput() const;
+
+  // Makes every use of `from` (operands and outputs) use `to` instead.
+  void replaceAllUsesWith(Value *from, Value *to);
+  // Number of uses of each value (operands and outputs).
+  llvm::DenseMap<const Value *, unsigned> useCounts() const;
+
+private:
+  std::vector<std::unique_ptr<Value>> args_;
+  OpList ops_;
+  std::vector<Output> outputs_;
+};
+
+class Module {
+public:
+  explicit Module(std::string name = "main") : name_(std::move(name)) {}
+  const std::string &name() const { return name_; }
+  void setName(std::string name) { name_ = std::move(name); }
+  Graph &graph() { return graph_; }
+  const Graph &graph() const { return graph_; }
+  // Module-level settings (for example the model file's train section).
+  Attrs &attrs() { return attrs_; }
+  const Attrs &attrs() const { return attrs_; }
+
+private:
+  std::string name_;
+  Attrs attrs_;
+  Graph graph_;
+};
+
+} // namespace mgc::ir

@@ -1,0 +1,85 @@
+#include "ir/Verifier.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringSet.h"
+
+namespace mgc::ir {
+
+LogicalResult verify(const Module &module, DiagnosticEngine &diag) {
+  const Graph &g = module.graph();
+  unsigned errorsBefore = diag.errorCount();
+  // Values that are defined at this point of the walk, with the index of
+  // their op for messages (-1 for arguments).
+  llvm::DenseMap<const Value *, int> defined;
+
+  llvm::StringSet<> argNames;
+  for (const auto &arg : g.arguments()) {
+    if (arg->name().empty())
+      diag.error(arg->loc(), "argument has no name");
+    else if (!argNames.insert(arg->name()).second)
+      diag.error(arg->loc(), "duplicate argument name '" + arg->name() + "'");
+    if (!numElements(arg->type().shape))
+      diag.error(arg->loc(), "argument '" + arg->name() +
+                                 "' has an invalid shape " + arg->type().str());
+    if (arg->kind() == ValueKind::Param && !isFloat(arg->type().dtype))
+      diag.error(arg->loc(), "parameter '" + arg->name() +
+                                 "' must be floating-point, got " +
+                                 arg->type().str());
+    defined[arg.get()] = -1;
+  }
+
+  int index = 0;
+  for (const auto &opPtr : g.ops()) {
+    const Op &op = *opPtr;
+    std::string what = "op %" + std::to_string(index) + " (" +
+                       op.name().str() + ")";
+    bool operandsOk = true;
+    llvm::SmallVector<TensorType, 3> types;
+    for (unsigned i = 0; i < op.numOperands(); ++i) {
+      const Value *v = op.operand(i);
+      if (!v || !defined.count(v)) {
+        diag.error(op.loc(), what + " uses operand " + std::to_string(i) +
+                                 " before it is defined");
+        operandsOk = false;
+        continue;
+      }
+      types.push_back(v->type());
+    }
+    if (operandsOk) {
+      TypeOrError t = inferResultType(op.kind(), types, op.attrs());
+      if (!t.ok())
+        diag.error(op.loc(), what + ": " + t.message());
+      else if (t.type() != op.type())
+        diag.error(op.loc(), what + " declares result type " +
+                                 op.type().str() + " but its operands give " +
+                                 t.type().str());
+    }
+    if (op.result()->definingOp() != &op)
+      diag.error(op.loc(), what + " has a corrupt result");
+    defined[op.result()] = index++;
+  }
+
+  llvm::StringSet<> outputNames;
+  unsigned losses = 0;
+  for (const Output &o : g.outputs()) {
+    if (!outputNames.insert(o.name).second)
+      diag.error(o.loc, "duplicate output name '" + o.name + "'");
+    if (!o.value || !defined.count(o.value)) {
+      diag.error(o.loc, "output '" + o.name + "' is not a value of the graph");
+      continue;
+    }
+    if (o.isLoss) {
+      ++losses;
+      const TensorType &t = o.value->type();
+      if (!t.isScalar() || !isFloat(t.dtype))
+        diag.error(o.loc, "loss output '" + o.name +
+                              "' must be a floating-point scalar, got " +
+                              t.str());
+    }
+  }
+  if (losses > 1)
+    diag.error("module '" + module.name() + "' has more than one loss output");
+  return diag.errorCount() == errorsBefore ? success() : failure();
+}
+
+} // namespace mgc::ir
