@@ -1,0 +1,37 @@
+// From .mg text to an ir::Module: lex, parse, check, lower.
+#pragma once
+
+#include "ir/Graph.h"
+#include "support/Diagnostics.h"
+
+#include <map>
+#include <memory>
+#include <string>
+
+namespace mgc::frontend {
+
+// -D NAME=VALUE overrides of `const` declarations, as written on the command
+// line (the value is parsed as an integer or float expression literal).
+using ConstOverrides = std::map<std::string, std::string>;
+
+struct CompileOptions {
+  ConstOverrides defines;
+  // Warn about parameters that no output depends on.
+  bool warnUnused = true;
+};
+
+// Compiles model text. Errors and warnings go to `diag` with file, line,
+// column, the source line and a caret. Returns null if there was any error.
+// Never crashes, aborts or hangs on any input.
+std::unique_ptr<ir::Module> compileModelSource(llvm::StringRef fileName,
+                                               llvm::StringRef text,
+                                               const CompileOptions &options,
+                                               DiagnosticEngine &diag);
+
+// Reads the file (reporting an error naming it if it cannot be read) and
+// compiles it.
+std::unique_ptr<ir::Module> compileModelFile(llvm::StringRef path,
+                                             const CompileOptions &options,
+                                             DiagnosticEngine &diag);
+
+} // namespace mgc::frontend

@@ -1,0 +1,42 @@
+// A slow, simple float64 evaluator of the IR: the numeric oracle that
+// backends and passes are checked against. Integer tensors are held as
+// doubles too (exact up to 2^53).
+#pragma once
+
+#include "ir/Graph.h"
+#include "support/Diagnostics.h"
+#include "support/Result.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace mgc::ir {
+
+struct HostTensor {
+  TensorType type;
+  std::vector<double> data; // row-major, type.size() elements
+
+  HostTensor() = default;
+  explicit HostTensor(TensorType t)
+      : type(std::move(t)), data(static_cast<size_t>(type.size()), 0.0) {}
+  HostTensor(TensorType t, std::vector<double> values)
+      : type(std::move(t)), data(std::move(values)) {}
+};
+
+using TensorMap = std::map<std::string, HostTensor>;
+
+// Evaluates the graph. `arguments` gives a tensor for every input and
+// parameter by name (types must match). Returns the outputs by name.
+// Reports (and fails on) missing or mistyped arguments and out-of-range
+// integer ids or targets, naming the tensor.
+FailureOr<TensorMap> interpret(const Module &module, const TensorMap &arguments,
+                               DiagnosticEngine &diag);
+
+// The value of a parameter after initialisation from `seed`: a pure
+// function of (seed, parameter name, init, type), so every backend and every
+// device agrees on it.
+HostTensor initParameter(const Value &param, uint64_t seed);
+
+} // namespace mgc::ir
