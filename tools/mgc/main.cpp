@@ -1,2 +1,61 @@
-// mgc: the command-line driver. Commands live in their own files.
-int main() { return 0; }
+// mgc: the command-line driver. Each command lives in its own file.
+#include "tools/mgc/Commands.h"
+
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <string>
+#include <vector>
+
+using namespace mgc::cli;
+
+namespace {
+
+struct Command {
+  const char *name;
+  int (*run)(llvm::ArrayRef<std::string>);
+  const CommandSpec &(*spec)();
+};
+
+const Command kCommands[] = {
+    {"compile", runCompile, compileSpec},
+    {"opt", runOpt, optSpec},
+};
+
+void printToolHelp(llvm::raw_ostream &os) {
+  os << "usage: mgc <command> [options]\n\n"
+        "mgc compiles neural-network models written in the .mg language to a "
+        "graph IR\nand runs passes on it.\n\ncommands:\n";
+  for (const Command &c : kCommands)
+    os << "  " << llvm::left_justify(c.name, 10) << c.spec().summary.substr(
+                                                     0, c.spec().summary.find('\n'))
+       << "\n";
+  os << "\noptions:\n  -h, --help    show this help\n"
+        "  --version     show the version\n\n"
+        "Run 'mgc <command> --help' for the options of a command.\n";
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) {
+    printToolHelp(llvm::errs());
+    return kUsageError;
+  }
+  const std::string &first = args[0];
+  if (first == "--help" || first == "-h" || first == "help") {
+    printToolHelp(llvm::outs());
+    return kSuccess;
+  }
+  if (first == "--version") {
+    llvm::outs() << "mgc " << MGC_VERSION << "\n";
+    return kSuccess;
+  }
+  for (const Command &c : kCommands)
+    if (first == c.name)
+      return c.run(llvm::ArrayRef<std::string>(args).drop_front());
+  llvm::errs() << "mgc: error: unknown command '" << first
+               << "' (commands: compile, opt; see 'mgc --help')\n";
+  return kUsageError;
+}

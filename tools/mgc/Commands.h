@@ -1,0 +1,40 @@
+// The mgc commands, and the pieces they share.
+#pragma once
+
+#include "tools/mgc/Options.h"
+
+#include "ir/Graph.h"
+#include "support/Diagnostics.h"
+
+#include <string>
+#include <vector>
+
+namespace mgc::cli {
+
+int runCompile(llvm::ArrayRef<std::string> args);
+int runOpt(llvm::ArrayRef<std::string> args);
+
+const CommandSpec &compileSpec();
+const CommandSpec &optSpec();
+
+// Options that every command running a pass pipeline accepts (--passes,
+// --print-ir-after, ...), and the code that applies them: one definition
+// serves compile and opt.
+std::vector<OptionSpec> passPipelineOptions();
+int runPassPipeline(ir::Module &module, const ParsedArgs &args,
+                    DiagnosticEngine &diag);
+
+// Options for where and how the result is printed (-o, --locations).
+std::vector<OptionSpec> outputOptions();
+// Prints the module to -o (default stdout). Writes a file through a
+// temporary and a rename, so a failed write never leaves half a file.
+int emitModule(const ir::Module &module, const ParsedArgs &args,
+               DiagnosticEngine &diag);
+
+// Parses arguments for a command, handling --help and usage errors. Returns
+// nullopt with `exitCode` set when the command should stop.
+std::optional<ParsedArgs> parseCommandArgs(const CommandSpec &spec,
+                                           llvm::ArrayRef<std::string> args,
+                                           int &exitCode);
+
+} // namespace mgc::cli

@@ -1,0 +1,132 @@
+#include "tools/mgc/Commands.h"
+
+#include "ir/Printer.h"
+#include "passes/PassManager.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
+namespace mgc::cli {
+
+std::optional<ParsedArgs> parseCommandArgs(const CommandSpec &spec,
+                                           llvm::ArrayRef<std::string> args,
+                                           int &exitCode) {
+  std::string error;
+  auto parsed = parseArgs(spec, args, error);
+  if (!parsed) {
+    llvm::errs() << "mgc " << spec.name << ": error: " << error << "\n";
+    exitCode = kUsageError;
+    return std::nullopt;
+  }
+  if (parsed->helpRequested) {
+    llvm::outs() << formatHelp(spec);
+    exitCode = kSuccess;
+    return std::nullopt;
+  }
+  return parsed;
+}
+
+std::vector<OptionSpec> passPipelineOptions() {
+  return {
+      {"--passes", "PIPELINE",
+       "comma-separated passes to run in order, e.g. canonicalize,cse,dce"},
+      {"--print-ir-before", "PASS",
+       "print the module to stderr before PASS runs ('all': every pass)",
+       true},
+      {"--print-ir-after", "PASS",
+       "print the module to stderr after PASS runs ('all': every pass)", true},
+      {"--time-passes", "", "print the time each pass took to stderr"},
+      {"--dump-dir", "DIR",
+       "write the module before the first pass and after each pass to "
+       "DIR/NN-PASS.mgir"},
+      {"--no-verify-each", "", "do not verify the module after every pass"},
+  };
+}
+
+std::vector<OptionSpec> outputOptions() {
+  return {
+      {"-o", "FILE", "write the result to FILE ('-': stdout, the default)"},
+      {"--locations", "", "print source locations, loc(\"file\":line:col)"},
+  };
+}
+
+int runPassPipeline(ir::Module &module, const ParsedArgs &args,
+                    DiagnosticEngine &diag) {
+  passes::PassManagerOptions options;
+  options.printIRBefore = args.getAll("--print-ir-before");
+  options.printIRAfter = args.getAll("--print-ir-after");
+  options.timePasses = args.has("--time-passes");
+  options.dumpDir = args.get("--dump-dir");
+  options.verifyEach = !args.has("--no-verify-each");
+  options.printLocations = args.has("--locations");
+  passes::PassManager pm(options, llvm::errs());
+  if (failed(pm.parsePipeline(args.get("--passes"), diag)) ||
+      failed(pm.checkOptions(diag)))
+    return kUsageError;
+  if (failed(pm.run(module, diag)))
+    return kUserError;
+  return kSuccess;
+}
+
+int emitModule(const ir::Module &module, const ParsedArgs &args,
+               DiagnosticEngine &diag) {
+  ir::PrintOptions printOptions;
+  printOptions.locations = args.has("--locations");
+  std::string path = args.get("-o", "-");
+  if (path == "-") {
+    ir::printModule(module, llvm::outs(), printOptions);
+    llvm::outs().flush();
+    return kSuccess;
+  }
+  std::string text = ir::printModuleToString(module, printOptions);
+  // Devices and pipes (-o /dev/null) are written in place; only regular
+  // files are replaced through a rename.
+  llvm::sys::fs::file_status status;
+  if (!llvm::sys::fs::status(path, status) &&
+      llvm::sys::fs::exists(status) &&
+      !llvm::sys::fs::is_regular_file(status)) {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(path, ec);
+    if (!ec) {
+      os << text;
+      os.flush();
+    }
+    if (ec || os.has_error()) {
+      diag.error("cannot write '" + path + "': " +
+                 (ec ? ec : os.error()).message());
+      os.clear_error();
+      return kUserError;
+    }
+    return kSuccess;
+  }
+  // Write beside the target and rename: the old file stays whole until the
+  // new one is complete.
+  llvm::SmallString<256> tmp;
+  int fd = -1;
+  llvm::StringRef dir = llvm::sys::path::parent_path(path);
+  llvm::SmallString<256> model(dir.empty() ? "." : dir);
+  llvm::sys::path::append(model, ".mgc-%%%%%%.tmp");
+  if (auto ec = llvm::sys::fs::createUniqueFile(model, fd, tmp)) {
+    diag.error("cannot write '" + path + "': " + ec.message());
+    return kUserError;
+  }
+  {
+    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
+    os << text;
+    os.flush();
+    if (os.has_error()) {
+      diag.error("cannot write '" + path + "': " + os.error().message());
+      os.clear_error();
+      llvm::sys::fs::remove(tmp);
+      return kUserError;
+    }
+  }
+  if (auto ec = llvm::sys::fs::rename(tmp, path)) {
+    diag.error("cannot write '" + path + "': " + ec.message());
+    llvm::sys::fs::remove(tmp);
+    return kUserError;
+  }
+  return kSuccess;
+}
+
+} // namespace mgc::cli

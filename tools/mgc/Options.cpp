@@ -1,0 +1,148 @@
+#include "tools/mgc/Options.h"
+
+#include <algorithm>
+
+namespace mgc::cli {
+
+std::string ParsedArgs::get(llvm::StringRef name,
+                            llvm::StringRef fallback) const {
+  auto it = values_.find(name.str());
+  if (it == values_.end() || it->second.empty())
+    return fallback.str();
+  return it->second.back();
+}
+
+std::vector<std::string> ParsedArgs::getAll(llvm::StringRef name) const {
+  auto it = values_.find(name.str());
+  return it == values_.end() ? std::vector<std::string>{} : it->second;
+}
+
+static const OptionSpec *findOption(const CommandSpec &spec,
+                                    llvm::StringRef name) {
+  for (const OptionSpec &o : spec.options)
+    if (o.name == name)
+      return &o;
+  return nullptr;
+}
+
+static std::string joinChoices(const std::vector<std::string> &choices) {
+  std::string s;
+  for (size_t i = 0; i < choices.size(); ++i)
+    s += (i ? ", " : "") + choices[i];
+  return s;
+}
+
+std::optional<ParsedArgs> parseArgs(const CommandSpec &spec,
+                                    llvm::ArrayRef<std::string> args,
+                                    std::string &error) {
+  ParsedArgs out;
+  bool onlyPositionals = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    llvm::StringRef arg = args[i];
+    if (onlyPositionals || arg == "-" || !arg.startswith("-")) {
+      out.positionals.push_back(arg.str());
+      continue;
+    }
+    if (arg == "--") {
+      onlyPositionals = true;
+      continue;
+    }
+    if (arg == "--help" || arg == "-h") {
+      out.helpRequested = true;
+      continue;
+    }
+    // Split the forms --name=value, -Dvalue, -ovalue.
+    std::string name = arg.str(), value;
+    bool hasInlineValue = false;
+    if (arg.startswith("--")) {
+      auto eq = arg.find('=');
+      if (eq != llvm::StringRef::npos) {
+        name = arg.substr(0, eq).str();
+        value = arg.substr(eq + 1).str();
+        hasInlineValue = true;
+      }
+    } else if (arg.size() > 2) {
+      name = arg.substr(0, 2).str();
+      value = arg.substr(2).str();
+      hasInlineValue = true;
+    }
+    const OptionSpec *opt = findOption(spec, name);
+    if (!opt) {
+      error = "unknown option '" + arg.str() + "' for 'mgc " + spec.name +
+              "' (see 'mgc " + spec.name + " --help')";
+      return std::nullopt;
+    }
+    if (opt->metavar.empty()) {
+      if (hasInlineValue) {
+        error = "option '" + name + "' takes no value";
+        return std::nullopt;
+      }
+      out.add(name, "");
+      continue;
+    }
+    if (!hasInlineValue) {
+      if (i + 1 >= args.size()) {
+        error = "option '" + name + "' needs a value (" + opt->metavar + ")";
+        return std::nullopt;
+      }
+      value = args[++i];
+    }
+    if (!opt->choices.empty() &&
+        std::find(opt->choices.begin(), opt->choices.end(), value) ==
+            opt->choices.end()) {
+      error = "invalid value '" + value + "' for option '" + name +
+              "'; expected one of: " + joinChoices(opt->choices);
+      return std::nullopt;
+    }
+    if (!opt->repeatable && out.has(name)) {
+      error = "option '" + name + "' given more than once";
+      return std::nullopt;
+    }
+    out.add(name, value);
+  }
+  if (out.helpRequested)
+    return out;
+  if (out.positionals.size() < spec.minPositionals) {
+    error = "'mgc " + spec.name + "' needs " + spec.positionalName +
+            " (see 'mgc " + spec.name + " --help')";
+    return std::nullopt;
+  }
+  if (out.positionals.size() > spec.maxPositionals) {
+    error = "unexpected argument '" + out.positionals[spec.maxPositionals] +
+            "' for 'mgc " + spec.name + "'";
+    return std::nullopt;
+  }
+  return out;
+}
+
+std::string formatHelp(const CommandSpec &spec) {
+  std::string s = "usage: " + spec.usage + "\n\n" + spec.summary + "\n";
+  if (!spec.options.empty()) {
+    s += "\noptions:\n";
+    std::vector<std::string> left;
+    size_t width = 0;
+    for (const OptionSpec &o : spec.options) {
+      std::string l = "  " + o.name;
+      if (!o.metavar.empty())
+        l += (o.name.rfind("--", 0) == 0 ? "=" : " ") + o.metavar;
+      width = std::max(width, l.size());
+      left.push_back(l);
+    }
+    for (size_t i = 0; i < spec.options.size(); ++i) {
+      const OptionSpec &o = spec.options[i];
+      s += left[i] + std::string(width - left[i].size() + 2, ' ') + o.help;
+      if (!o.choices.empty())
+        s += " (" + joinChoices(o.choices) + ")";
+      if (o.repeatable)
+        s += " [repeatable]";
+      s += "\n";
+    }
+    s += "  -h, --help" + std::string(width > 10 ? width - 10 + 2 : 2, ' ') +
+         "show this help\n";
+  }
+  if (!spec.details.empty())
+    s += "\n" + spec.details;
+  return s;
+}
+
+} // namespace mgc::cli

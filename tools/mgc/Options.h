@@ -1,0 +1,64 @@
+// A small declarative command-line parser for the mgc commands: each command
+// lists its options once, and that list drives both parsing and --help.
+#pragma once
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mgc::cli {
+
+// Exit statuses shared by every command.
+enum ExitCode : int { kSuccess = 0, kUserError = 1, kUsageError = 2 };
+
+struct OptionSpec {
+  std::string name;    // "--emit", "-D", "-o"
+  std::string metavar; // "KIND"; empty for a flag without a value
+  std::string help;
+  bool repeatable = false;
+  // Allowed values (empty: anything).
+  std::vector<std::string> choices = {};
+};
+
+struct CommandSpec {
+  std::string name;     // "compile"
+  std::string usage;    // "mgc compile MODEL.mg [options]"
+  std::string summary;  // one line
+  std::string details;  // paragraphs after the option list
+  size_t minPositionals = 0;
+  size_t maxPositionals = 0;
+  std::string positionalName; // "MODEL.mg", for messages
+  std::vector<OptionSpec> options;
+};
+
+class ParsedArgs {
+public:
+  std::vector<std::string> positionals;
+  bool helpRequested = false;
+
+  bool has(llvm::StringRef name) const { return values_.count(name.str()) > 0; }
+  // The last value given for an option, or `fallback`.
+  std::string get(llvm::StringRef name, llvm::StringRef fallback = "") const;
+  // Every value given for a repeatable option, in order.
+  std::vector<std::string> getAll(llvm::StringRef name) const;
+  void add(const std::string &name, std::string value) {
+    values_[name].push_back(std::move(value));
+  }
+
+private:
+  std::map<std::string, std::vector<std::string>> values_;
+};
+
+// Parses `args` (without the program and command names). On a usage error
+// returns nullopt and sets `error` to a message naming the flag.
+std::optional<ParsedArgs> parseArgs(const CommandSpec &spec,
+                                    llvm::ArrayRef<std::string> args,
+                                    std::string &error);
+
+std::string formatHelp(const CommandSpec &spec);
+
+} // namespace mgc::cli
