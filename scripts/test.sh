@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Builds mgc and runs every test: the doctest unit tests and the lit +
+# FileCheck golden tests. Ends with one line "N passed, N failed".
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${MGC_BUILD_DIR:-$root/build}
+
+"$root/scripts/build.sh" || { echo "build failed"; echo "0 passed, 1 failed"; exit 1; }
+
+passed=0 failed=0
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+echo "== unit tests (doctest)"
+"$build/tests/mgc_unit_tests" 2>&1 | tee "$log" | tail -n 4
+unit=$(grep -E '^\[doctest\] test cases:' "$log" | tail -n 1)
+if [ -n "$unit" ]; then
+  passed=$((passed + $(sed -E 's/.*\| *([0-9]+) passed.*/\1/' <<<"$unit")))
+  failed=$((failed + $(sed -E 's/.*\| *([0-9]+) failed.*/\1/' <<<"$unit")))
+else
+  failed=$((failed + 1))
+fi
+
+echo "== golden tests (lit + FileCheck)"
+lit=/usr/lib/llvm-14/build/utils/lit/lit.py
+python3 "$lit" -sv "$build/tests/lit" 2>&1 | tee "$log" | grep -vE '^(PASS|UNSUPPORTED): ' | tail -n 40
+lit_passed=$(grep -E '^ *Passed *: ' "$log" | awk '{print $NF}')
+lit_failed=$(grep -E '^ *(Failed|Unresolved|Timed Out|Unexpectedly Passed) *: ' "$log" | awk '{s += $NF} END {print s + 0}')
+if [ -z "$lit_passed" ] && [ "$lit_failed" -eq 0 ]; then
+  failed=$((failed + 1)) # lit did not run
+fi
+passed=$((passed + ${lit_passed:-0}))
+failed=$((failed + lit_failed))
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,20 @@
+# lit configuration for mgc's golden tests (FileCheck) and negative tests.
+import os
+
+import lit.formats
+
+config.name = "mgc"
+config.test_format = lit.formats.ShTest(execute_external=True)
+config.suffixes = [".mg", ".mgir", ".test"]
+config.excludes = ["Inputs"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.mgc_obj_root, "tests", "lit")
+
+# Tools: mgc from the build; FileCheck, not and count from LLVM.
+config.environment["PATH"] = os.pathsep.join(
+    [config.mgc_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")]
+)
+config.substitutions.append(("%mgc_src", config.mgc_src_root))
+config.substitutions.append(("%samples", os.path.join(config.mgc_src_root, "samples")))
+# Diagnostics must not depend on the terminal.
+config.environment["TERM"] = "dumb"
