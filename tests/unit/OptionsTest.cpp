@@ -1,0 +1,72 @@
+#include "tools/mgc/Options.h"
+
+#include <doctest/doctest.h>
+
+using namespace mgc::cli;
+
+namespace {
+CommandSpec testSpec() {
+  CommandSpec s;
+  s.name = "compile";
+  s.usage = "mgc compile MODEL.mg";
+  s.summary = "Compile.";
+  s.positionalName = "a model file";
+  s.minPositionals = s.maxPositionals = 1;
+  s.options = {{"-D", "NAME=VALUE", "override", true},
+               {"--emit", "KIND", "what", false, {"ir", "plan"}},
+               {"-o", "FILE", "output"},
+               {"--time-passes", "", "timing"}};
+  return s;
+}
+std::optional<ParsedArgs> parse(std::vector<std::string> args, std::string &error) {
+  return parseArgs(testSpec(), args, error);
+}
+} // namespace
+
+TEST_CASE("options in every accepted form") {
+  std::string error;
+  auto a = parse({"m.mg", "-D", "B=4", "-DT=8", "--emit=plan", "-o", "out",
+                  "--time-passes"},
+                 error);
+  REQUIRE(a);
+  CHECK(a->positionals == std::vector<std::string>{"m.mg"});
+  CHECK(a->getAll("-D") == std::vector<std::string>{"B=4", "T=8"});
+  CHECK(a->get("--emit") == "plan");
+  CHECK(a->get("-o") == "out");
+  CHECK(a->has("--time-passes"));
+  CHECK(!a->has("--nothing"));
+  auto b = parse({"--emit", "ir", "-"}, error);
+  REQUIRE(b);
+  CHECK(b->positionals == std::vector<std::string>{"-"});
+  CHECK(b->get("--emit") == "ir");
+}
+
+TEST_CASE("usage errors name the flag") {
+  std::string error;
+  CHECK(!parse({"m.mg", "--frob"}, error));
+  CHECK(error == "unknown option '--frob' for 'mgc compile' (see 'mgc compile --help')");
+  CHECK(!parse({"m.mg", "--emit=asm"}, error));
+  CHECK(error == "invalid value 'asm' for option '--emit'; expected one of: ir, plan");
+  CHECK(!parse({"m.mg", "-o"}, error));
+  CHECK(error == "option '-o' needs a value (FILE)");
+  CHECK(!parse({"m.mg", "--time-passes=yes"}, error));
+  CHECK(error == "option '--time-passes' takes no value");
+  CHECK(!parse({"m.mg", "--emit=ir", "--emit=plan"}, error));
+  CHECK(error == "option '--emit' given more than once");
+  CHECK(!parse({}, error));
+  CHECK(error == "'mgc compile' needs a model file (see 'mgc compile --help')");
+  CHECK(!parse({"a.mg", "b.mg"}, error));
+  CHECK(error == "unexpected argument 'b.mg' for 'mgc compile'");
+}
+
+TEST_CASE("--help wins over missing arguments and lists every option") {
+  std::string error;
+  auto a = parse({"--help"}, error);
+  REQUIRE(a);
+  CHECK(a->helpRequested);
+  std::string help = formatHelp(testSpec());
+  CHECK(help.find("usage: mgc compile MODEL.mg") == 0);
+  CHECK(help.find("-D NAME=VALUE") != std::string::npos);
+  CHECK(help.find("--emit=KIND") != std::string::npos);
+  CHECK(help.find("(ir, plan)") != std::string::npos);
+}
