@@ -34,6 +34,15 @@ using TensorMap = std::map<std::string, HostTensor>;
 FailureOr<TensorMap> interpret(const Module &module, const TensorMap &arguments,
                                DiagnosticEngine &diag);
 
+// Whether the interpreter has an evaluation function for this op kind.
+bool hasEvaluator(OpKind kind);
+
+// Rounds a float64 value to the value set of a floating-point dtype: f32,
+// bf16 (the f32 rounded to its upper 16 bits) and f16 round to nearest even,
+// overflowing to infinity; f64 is unchanged. Integer dtypes truncate toward
+// zero (no range check: `cast` checks that).
+double roundToDType(double value, DType dtype);
+
 // The value of a parameter after initialisation from `seed`: a pure
 // function of (seed, parameter name, init, type), so every backend and every
 // device agrees on it.

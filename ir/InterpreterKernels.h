@@ -1,0 +1,58 @@
+// Internal to the interpreter: what one op's evaluation function sees, the
+// declaration of one function per row of OpKinds.def, and the index helpers
+// the op families share.
+#pragma once
+
+#include "ir/Interpreter.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/Twine.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mgc::ir::interp {
+
+// One op being evaluated. The result tensor is already allocated with the
+// op's result type (zero-filled); operand and result types have been checked
+// against the op's shape rule, so an evaluation function may trust them.
+struct EvalContext {
+  const Op &op;
+  llvm::ArrayRef<const HostTensor *> operands;
+  HostTensor &result;
+  DiagnosticEngine &diag;
+
+  const HostTensor &in(unsigned i) const { return *operands[i]; }
+  // "input 'ids'", "parameter 'wte'", "the result of cast at f.mg:3:5".
+  std::string describeOperand(unsigned i) const;
+  // Reports an error at the op's location and returns failure.
+  LogicalResult error(const llvm::Twine &message) const;
+};
+
+using EvalFn = LogicalResult (*)(EvalContext &ctx);
+
+#define MGC_OP(Id, Name, Arity, Attrs, Rule, Traits, Summary)                  \
+  LogicalResult eval##Id(EvalContext &ctx);
+#include "ir/OpKinds.def"
+
+// Row-major strides of a shape.
+std::vector<int64_t> rowMajorStrides(llvm::ArrayRef<int64_t> shape);
+
+// A shape seen as [outer, dim, inner] around one axis.
+struct AxisSplit {
+  int64_t outer = 1, dim = 1, inner = 1;
+};
+AxisSplit splitAtAxis(llvm::ArrayRef<int64_t> shape, int64_t axis);
+
+// out[n] = in[base + sum_d idx_d(n) * inStrides[d]] for every row-major
+// index n of `outShape`: transpose, slice and broadcast are all this gather
+// with different strides.
+void stridedGather(const double *in, int64_t base,
+                   llvm::ArrayRef<int64_t> outShape,
+                   llvm::ArrayRef<int64_t> inStrides, double *out);
+
+// "f32" etc. as a std::string, for messages.
+std::string formatNumber(double value);
+
+} // namespace mgc::ir::interp

@@ -1,0 +1,222 @@
+// Evaluation of the neural-network ops: normalisations, matmul, embedding,
+// losses and attention.
+#include "ir/InterpreterKernels.h"
+
+#include <cmath>
+#include <limits>
+
+namespace mgc::ir::interp {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Max and log-sum-exp of the n values x[0], x[stride], ... (max-subtracted,
+// so large logits do not overflow). A row of all -inf has no finite max; it
+// then gives max = -inf and an empty sum, i.e. NaN probabilities, as in
+// PyTorch.
+struct RowStats {
+  double max;
+  double sumExp; // sum of exp(x - max)
+};
+
+RowStats rowStats(const double *x, int64_t n, int64_t stride) {
+  double m = -kInf;
+  for (int64_t j = 0; j < n; ++j) {
+    double v = x[j * stride];
+    if (v > m || std::isnan(v))
+      m = v;
+  }
+  double s = 0;
+  for (int64_t j = 0; j < n; ++j)
+    s += std::exp(x[j * stride] - m);
+  return {m, s};
+}
+
+LogicalResult softmaxLike(EvalContext &ctx, bool logarithm) {
+  const HostTensor &x = ctx.in(0);
+  auto axis = normalizeAxis(ctx.op.attrs().getInt("axis"), x.type.rank());
+  AxisSplit s = splitAtAxis(x.type.shape, *axis);
+  const double *in = x.data.data();
+  double *out = ctx.result.data.data();
+  for (int64_t o = 0; o < s.outer; ++o)
+    for (int64_t i = 0; i < s.inner; ++i) {
+      int64_t base = o * s.dim * s.inner + i;
+      RowStats r = rowStats(in + base, s.dim, s.inner);
+      double logSum = std::log(r.sumExp);
+      for (int64_t j = 0; j < s.dim; ++j) {
+        int64_t k = base + j * s.inner;
+        out[k] = logarithm ? in[k] - r.max - logSum
+                           : std::exp(in[k] - r.max) / r.sumExp;
+      }
+    }
+  return success();
+}
+
+// Reports an integer id outside [0, limit) in an integer operand.
+LogicalResult checkIds(EvalContext &ctx, unsigned operand, int64_t limit,
+                       const char *what) {
+  const std::vector<double> &ids = ctx.in(operand).data;
+  for (size_t n = 0; n < ids.size(); ++n) {
+    double v = ids[n];
+    if (!(v >= 0 && v < static_cast<double>(limit)))
+      return ctx.error(llvm::Twine(what) + " " + formatNumber(v) +
+                       " is out of range [0, " + llvm::Twine(limit) +
+                       ") in element " + llvm::Twine(static_cast<uint64_t>(n)) +
+                       " of " + ctx.describeOperand(operand));
+  }
+  return success();
+}
+
+} // namespace
+
+LogicalResult evalSoftmax(EvalContext &ctx) { return softmaxLike(ctx, false); }
+LogicalResult evalLogSoftmax(EvalContext &ctx) {
+  return softmaxLike(ctx, true);
+}
+
+// x[..., D], gamma[D], beta[D] -> [..., D]; population variance.
+LogicalResult evalLayernorm(EvalContext &ctx) {
+  const HostTensor &x = ctx.in(0);
+  const double *gamma = ctx.in(1).data.data();
+  const double *beta = ctx.in(2).data.data();
+  double eps = ctx.op.attrs().getFloat("eps");
+  int64_t d = x.type.shape.back();
+  int64_t rows = d == 0 ? 0 : x.type.size() / d;
+  for (int64_t r = 0; r < rows; ++r) {
+    const double *in = x.data.data() + r * d;
+    double *out = ctx.result.data.data() + r * d;
+    double mean = 0;
+    for (int64_t j = 0; j < d; ++j)
+      mean += in[j];
+    mean /= static_cast<double>(d);
+    double var = 0;
+    for (int64_t j = 0; j < d; ++j)
+      var += (in[j] - mean) * (in[j] - mean);
+    var /= static_cast<double>(d);
+    double inv = 1.0 / std::sqrt(var + eps);
+    for (int64_t j = 0; j < d; ++j)
+      out[j] = (in[j] - mean) * inv * gamma[j] + beta[j];
+  }
+  return success();
+}
+
+// a[..., M, K] @ b[K, N] (b shared by every batch) or b[..., K, N].
+LogicalResult evalMatmul(EvalContext &ctx) {
+  const HostTensor &a = ctx.in(0), &b = ctx.in(1);
+  int64_t m = a.type.shape[a.type.rank() - 2];
+  int64_t k = a.type.shape[a.type.rank() - 1];
+  int64_t n = b.type.shape[b.type.rank() - 1];
+  int64_t batches = m * k == 0 ? 0 : a.type.size() / (m * k);
+  if (m * k == 0) // no rows or an empty contraction: the zeros stand
+    return success();
+  int64_t bStride = b.type.rank() == 2 ? 0 : k * n;
+  for (int64_t bi = 0; bi < batches; ++bi) {
+    const double *pa = a.data.data() + bi * m * k;
+    const double *pb = b.data.data() + bi * bStride;
+    double *pc = ctx.result.data.data() + bi * m * n;
+    // i-k-j order: streams through rows of b and c; each c[i][j] still sums
+    // its k terms in increasing order.
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t kk = 0; kk < k; ++kk) {
+        double aik = pa[i * k + kk];
+        const double *rowB = pb + kk * n;
+        double *rowC = pc + i * n;
+        for (int64_t j = 0; j < n; ++j)
+          rowC[j] += aik * rowB[j];
+      }
+  }
+  return success();
+}
+
+// table[V, D], ids[...] -> [..., D].
+LogicalResult evalEmbedding(EvalContext &ctx) {
+  const HostTensor &table = ctx.in(0), &ids = ctx.in(1);
+  int64_t v = table.type.shape[0], d = table.type.shape[1];
+  if (failed(checkIds(ctx, 1, v, "embedding id")))
+    return failure();
+  for (size_t n = 0; n < ids.data.size(); ++n) {
+    const double *row = table.data.data() + static_cast<int64_t>(ids.data[n]) * d;
+    std::copy(row, row + d, ctx.result.data.data() + n * d);
+  }
+  return success();
+}
+
+// logits[..., C], targets[...] -> mean over positions of
+// logsumexp(logits[p]) - logits[p][target[p]].
+LogicalResult evalCrossEntropy(EvalContext &ctx) {
+  const HostTensor &logits = ctx.in(0), &targets = ctx.in(1);
+  int64_t c = logits.type.shape.back();
+  if (failed(checkIds(ctx, 1, c, "cross_entropy target")))
+    return failure();
+  double total = 0;
+  size_t positions = targets.data.size();
+  for (size_t p = 0; p < positions; ++p) {
+    const double *row = logits.data.data() + p * c;
+    RowStats r = rowStats(row, c, 1);
+    total += r.max + std::log(r.sumExp) -
+             row[static_cast<int64_t>(targets.data[p])];
+  }
+  ctx.result.data[0] = total / static_cast<double>(positions);
+  return success();
+}
+
+LogicalResult evalMse(EvalContext &ctx) {
+  const std::vector<double> &a = ctx.in(0).data, &b = ctx.in(1).data;
+  double total = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    total += (a[i] - b[i]) * (a[i] - b[i]);
+  ctx.result.data[0] = total / static_cast<double>(a.size());
+  return success();
+}
+
+// s[..., T, T]: entries with column > row become -inf.
+LogicalResult evalCausalMask(EvalContext &ctx) {
+  const HostTensor &x = ctx.in(0);
+  int64_t t = x.type.shape.back();
+  std::vector<double> &y = ctx.result.data;
+  y = x.data;
+  int64_t matrices = t == 0 ? 0 : x.type.size() / (t * t);
+  for (int64_t mi = 0; mi < matrices; ++mi)
+    for (int64_t r = 0; r < t; ++r)
+      for (int64_t col = r + 1; col < t; ++col)
+        y[(mi * t + r) * t + col] = -kInf;
+  return success();
+}
+
+// q, k, v[..., T, Dh] -> softmax(causal_mask(q k^T / sqrt(Dh))) v. Masked
+// entries contribute exp(-inf) = 0, so only columns j <= i are visited.
+LogicalResult evalAttention(EvalContext &ctx) {
+  const HostTensor &q = ctx.in(0), &k = ctx.in(1), &v = ctx.in(2);
+  int64_t t = q.type.shape[q.type.rank() - 2];
+  int64_t dh = q.type.shape[q.type.rank() - 1];
+  if (t == 0 || dh == 0) // nothing to compute: the output is empty
+    return success();
+  int64_t heads = q.type.size() / (t * dh);
+  double scale = 1.0 / std::sqrt(static_cast<double>(dh));
+  std::vector<double> scores(static_cast<size_t>(t));
+  for (int64_t h = 0; h < heads; ++h) {
+    const double *pq = q.data.data() + h * t * dh;
+    const double *pk = k.data.data() + h * t * dh;
+    const double *pv = v.data.data() + h * t * dh;
+    double *out = ctx.result.data.data() + h * t * dh;
+    for (int64_t i = 0; i < t; ++i) {
+      for (int64_t j = 0; j <= i; ++j) {
+        double dot = 0;
+        for (int64_t e = 0; e < dh; ++e)
+          dot += pq[i * dh + e] * pk[j * dh + e];
+        scores[j] = dot * scale;
+      }
+      RowStats r = rowStats(scores.data(), i + 1, 1);
+      double *row = out + i * dh;
+      for (int64_t j = 0; j <= i; ++j) {
+        double p = std::exp(scores[j] - r.max) / r.sumExp;
+        for (int64_t e = 0; e < dh; ++e)
+          row[e] += p * pv[j * dh + e];
+      }
+    }
+  }
+  return success();
+}
+
+} // namespace mgc::ir::interp
