@@ -1,0 +1,63 @@
+#include "frontend/Builtins.h"
+
+namespace mgc::frontend {
+
+using ir::OpKind;
+using F = BuiltinForm;
+
+static const Builtin kBuiltins[] = {
+    // Constants and conversions.
+    {"constant", OpKind::Constant, F::Generic, ""},
+    {"cast", OpKind::Cast, F::Generic, "x"},
+    // Elementwise arithmetic (the operators + - * / call these).
+    {"add", OpKind::Add, F::Elementwise, "a, b"},
+    {"sub", OpKind::Sub, F::Elementwise, "a, b"},
+    {"mul", OpKind::Mul, F::Elementwise, "a, b"},
+    {"div", OpKind::Div, F::Elementwise, "a, b"},
+    {"neg", OpKind::Neg, F::Generic, "x"},
+    {"exp", OpKind::Exp, F::Generic, "x"},
+    {"log", OpKind::Log, F::Generic, "x"},
+    {"sqrt", OpKind::Sqrt, F::Generic, "x"},
+    {"rsqrt", OpKind::Rsqrt, F::Generic, "x"},
+    {"tanh", OpKind::Tanh, F::Generic, "x"},
+    {"relu", OpKind::Relu, F::Generic, "x"},
+    {"gelu", OpKind::Gelu, F::Generic, "x"},
+    {"sigmoid", OpKind::Sigmoid, F::Generic, "x"},
+    {"dropout", OpKind::Dropout, F::Dropout, "x"},
+    // Normalisations.
+    {"softmax", OpKind::Softmax, F::Generic, "x"},
+    {"log_softmax", OpKind::LogSoftmax, F::Generic, "x"},
+    {"layernorm", OpKind::Layernorm, F::Generic, "x, gamma, beta"},
+    // Linear algebra and lookups.
+    {"matmul", OpKind::Matmul, F::Matmul, "a, b"},
+    {"embedding", OpKind::Embedding, F::Generic, "table, ids"},
+    // Shapes.
+    {"reshape", OpKind::Reshape, F::Generic, "x"},
+    {"transpose", OpKind::Transpose, F::SwapAxes, "x"},
+    {"permute", OpKind::Transpose, F::Generic, "x"},
+    {"slice", OpKind::Slice, F::Generic, "x"},
+    {"concat", OpKind::Concat, F::Concat, "[x, ...]"},
+    {"broadcast", OpKind::Broadcast, F::Generic, "x"},
+    // Reductions.
+    {"sum", OpKind::Sum, F::Reduce, "x"},
+    {"mean", OpKind::Mean, F::Reduce, "x"},
+    {"max", OpKind::Max, F::Reduce, "x"},
+    // Losses.
+    {"cross_entropy", OpKind::CrossEntropy, F::Generic, "logits, targets"},
+    {"mse", OpKind::Mse, F::Generic, "a, b"},
+    // Attention.
+    {"causal_mask", OpKind::CausalMask, F::Generic, "scores"},
+    {"causal_attention", OpKind::Attention, F::Generic, "q, k, v"},
+    {"attention", OpKind::Attention, F::Generic, "q, k, v"},
+};
+
+const Builtin *lookupBuiltin(llvm::StringRef name) {
+  for (const Builtin &b : kBuiltins)
+    if (b.name == name)
+      return &b;
+  return nullptr;
+}
+
+llvm::ArrayRef<Builtin> allBuiltins() { return kBuiltins; }
+
+} // namespace mgc::frontend

@@ -1,0 +1,43 @@
+// The one table of built-in functions of the .mg language: each maps a name
+// to an IR op kind and says how its arguments become operands and attributes.
+#pragma once
+
+#include "ir/OpInfo.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+
+namespace mgc::frontend {
+
+enum class BuiltinForm : uint8_t {
+  // Positional arguments fill the op's operands, then its attributes in the
+  // order of OpKinds.def; keyword arguments name attributes.
+  Generic,
+  // Like the operator: NumPy broadcasting and scalar literals (add, sub, ...).
+  Elementwise,
+  // Like `@`: batch dimensions broadcast.
+  Matmul,
+  // transpose(x) swaps the last two axes; transpose(x, a, b) swaps a and b.
+  SwapAxes,
+  // sum/mean/max: `axes` may be one integer or a list and defaults to every
+  // axis.
+  Reduce,
+  // concat([a, b, ...], axis): the operands come as one list.
+  Concat,
+  // dropout(x, p, seed = ...): without a seed, each call site instance gets
+  // the next number of a per-model counter.
+  Dropout,
+};
+
+struct Builtin {
+  llvm::StringRef name;
+  ir::OpKind kind;
+  BuiltinForm form;
+  // The names of the tensor arguments, for messages and docs ("x, gamma").
+  llvm::StringRef operands;
+};
+
+const Builtin *lookupBuiltin(llvm::StringRef name);
+llvm::ArrayRef<Builtin> allBuiltins();
+
+} // namespace mgc::frontend

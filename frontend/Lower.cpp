@@ -1,0 +1,712 @@
+#include "frontend/Lower.h"
+
+#include "frontend/Builtins.h"
+
+#include "llvm/ADT/StringExtras.h"
+
+#include <algorithm>
+#include <functional>
+
+namespace mgc::frontend {
+
+using ir::TensorType;
+
+Lowerer::Lowerer(const char *fileName, const CompileOptions &options,
+                 DiagnosticEngine &diag)
+    : file_(fileName), options_(options), diag_(diag) {}
+
+// ---- Reporting ----
+
+bool Lowerer::error(Loc loc, const std::string &msg) {
+  lastPrinted_ = reported_.insert({loc.str(), msg}).second;
+  if (lastPrinted_)
+    diag_.error(loc, msg);
+  return lastPrinted_;
+}
+
+void Lowerer::note(Loc loc, const std::string &msg) {
+  if (lastPrinted_)
+    diag_.note(loc, msg);
+}
+
+std::string Lowerer::suggest(llvm::StringRef name,
+                             const std::vector<std::string> &candidates) {
+  unsigned limit = name.size() <= 3 ? 1 : name.size() <= 6 ? 2 : 3;
+  std::string best;
+  unsigned bestDist = limit + 1;
+  for (const std::string &c : candidates) {
+    unsigned d = name.edit_distance(c, /*AllowReplacements=*/true, limit + 1);
+    if (d < bestDist) {
+      bestDist = d;
+      best = c;
+    }
+  }
+  if (best.empty() || best == name)
+    return "";
+  return "; did you mean '" + best + "'?";
+}
+
+// ---- Constants ----
+
+std::optional<Number> Lowerer::evalConst(const Expr &e) {
+  switch (e.kind) {
+  case ExprKind::Int:
+    return Number::ofInt(e.intValue);
+  case ExprKind::Float:
+    return Number::ofFloat(e.floatValue);
+  case ExprKind::Name: {
+    auto it = consts_.find(e.name);
+    if (it != consts_.end())
+      return it->second.value;
+    std::vector<std::string> names;
+    for (auto &[n, c] : consts_)
+      names.push_back(n);
+    error(e.loc, "unknown constant '" + e.name + "'" + suggest(e.name, names));
+    return std::nullopt;
+  }
+  case ExprKind::Unary: {
+    auto a = evalConst(*e.args[0]);
+    if (!a)
+      return std::nullopt;
+    NumberOrError r = applyNeg(*a);
+    if (!r.value)
+      error(e.loc, r.error);
+    return r.value;
+  }
+  case ExprKind::Binary: {
+    auto a = evalConst(*e.args[0]);
+    auto b = evalConst(*e.args[1]);
+    if (!a || !b)
+      return std::nullopt;
+    if (e.op == '@') {
+      error(e.loc, "'@' needs tensors, not constants");
+      return std::nullopt;
+    }
+    NumberOrError r = applyBinary(e.op, *a, *b);
+    if (!r.value)
+      error(e.loc, r.error);
+    return r.value;
+  }
+  case ExprKind::Bool:
+  case ExprKind::List:
+  case ExprKind::Call:
+    error(e.loc, "expected a constant expression (numbers, constants and "
+                 "+ - * /)");
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+void Lowerer::lowerConsts(const FileAST &file) {
+  std::set<std::string> used;
+  for (const ConstDecl &c : file.consts) {
+    auto prev = consts_.find(c.name);
+    if (prev != consts_.end()) {
+      error(c.loc, "duplicate definition of constant '" + c.name + "'");
+      note(prev->second.loc, "previous definition is here");
+      continue;
+    }
+    std::optional<Number> value = evalConst(*c.value);
+    if (!value)
+      continue;
+    auto def = options_.defines.find(c.name);
+    if (def != options_.defines.end()) {
+      used.insert(c.name);
+      std::string flag = "-D " + c.name + "=" + def->second;
+      std::optional<Number> over = parseNumberText(def->second);
+      if (!over) {
+        diag_.error(flag + ": '" + def->second + "' is not a number");
+        continue;
+      }
+      if (value->isInt && !over->isInt) {
+        std::optional<int64_t> i = over->asInt();
+        if (!i) {
+          diag_.error(flag + ": '" + c.name + "' is an integer constant, got " +
+                      def->second);
+          continue;
+        }
+        over = Number::ofInt(*i);
+      } else if (!value->isInt && over->isInt) {
+        over = Number::ofFloat(over->asDouble());
+      }
+      value = over;
+    }
+    consts_[c.name] = ConstInfo{*value, c.loc};
+  }
+  for (const auto &[name, text] : options_.defines) {
+    if (consts_.count(name) || used.count(name))
+      continue;
+    bool declared = false;
+    for (const ConstDecl &c : file.consts)
+      declared |= c.name == name;
+    if (declared)
+      continue; // its definition had an error, reported above
+    std::vector<std::string> names;
+    for (const ConstDecl &c : file.consts)
+      names.push_back(c.name);
+    diag_.error("-D " + name + "=" + text + ": no constant named '" + name +
+                "' in the model file" + suggest(name, names));
+  }
+}
+
+std::optional<TensorType> Lowerer::evalType(const TypeExpr &t) {
+  std::optional<ir::DType> dtype = ir::parseDType(t.dtype);
+  bool ok = true;
+  if (!dtype) {
+    error(t.loc, "unknown element type '" + t.dtype + "'" +
+                     suggest(t.dtype, {"f32", "bf16", "f16", "f64", "i32",
+                                       "i64"}) +
+                     " (element types: f32, bf16, f16, f64, i32, i64)");
+    ok = false;
+  }
+  ir::Shape shape;
+  for (const ExprPtr &d : t.dims) {
+    std::optional<Number> n = evalConst(*d);
+    if (!n) {
+      ok = false;
+      continue;
+    }
+    std::optional<int64_t> i = n->asInt();
+    if (!i) {
+      error(d->loc, "dimension must be an integer, got " + n->str());
+      ok = false;
+      continue;
+    }
+    if (*i <= 0) {
+      error(d->loc, "dimension must be positive, got " + std::to_string(*i));
+      ok = false;
+      continue;
+    }
+    shape.push_back(*i);
+  }
+  if (!ok)
+    return std::nullopt;
+  TensorType type(*dtype, shape);
+  if (!checkSize(type, t.loc))
+    return std::nullopt;
+  return type;
+}
+
+bool Lowerer::checkSize(const TensorType &t, Loc loc) {
+  std::optional<int64_t> n = ir::numElements(t.shape);
+  if (n && *n <= kMaxElements)
+    return true;
+  error(loc, "tensor type " + t.str() + " has " +
+                 (n ? std::to_string(*n) : std::string("too many")) +
+                 " elements, more than the limit of 2^40");
+  return false;
+}
+
+std::optional<ir::Init> Lowerer::evalInit(const Expr *e) {
+  if (!e)
+    return ir::Init{ir::InitKind::Zeros, 0, 0};
+  struct Kind {
+    const char *name;
+    ir::InitKind kind;
+    std::vector<const char *> args;
+  };
+  static const Kind kinds[] = {
+      {"zeros", ir::InitKind::Zeros, {}},
+      {"ones", ir::InitKind::Ones, {}},
+      {"normal", ir::InitKind::Normal, {"mean", "std"}},
+      {"uniform", ir::InitKind::Uniform, {"low", "high"}},
+      {"xavier", ir::InitKind::Xavier, {}},
+  };
+  if (e->kind != ExprKind::Name && e->kind != ExprKind::Call) {
+    error(e->loc, "expected an initialiser: zeros, ones, normal(mean, std), "
+                  "uniform(low, high) or xavier");
+    return std::nullopt;
+  }
+  const Kind *kind = nullptr;
+  for (const Kind &k : kinds)
+    if (e->name == k.name)
+      kind = &k;
+  if (!kind) {
+    error(e->loc, "unknown initialiser '" + e->name + "'" +
+                      suggest(e->name, {"zeros", "ones", "normal", "uniform",
+                                        "xavier"}) +
+                      " (initialisers: zeros, ones, normal(mean, std), "
+                      "uniform(low, high), xavier)");
+    return std::nullopt;
+  }
+  size_t given = e->kind == ExprKind::Call ? e->args.size() + e->kwargs.size()
+                                           : 0;
+  std::vector<std::optional<double>> values(kind->args.size());
+  if (e->kind == ExprKind::Call) {
+    if (e->args.size() > kind->args.size()) {
+      error(e->loc, "initialiser '" + e->name + "' takes " +
+                        std::to_string(kind->args.size()) + " arguments, got " +
+                        std::to_string(given));
+      return std::nullopt;
+    }
+    for (size_t i = 0; i < e->args.size(); ++i) {
+      auto n = evalConst(*e->args[i]);
+      if (!n)
+        return std::nullopt;
+      values[i] = n->asDouble();
+    }
+    for (const KeywordArg &kw : e->kwargs) {
+      auto it = std::find_if(kind->args.begin(), kind->args.end(),
+                             [&](const char *a) { return kw.name == a; });
+      if (it == kind->args.end()) {
+        std::vector<std::string> names(kind->args.begin(), kind->args.end());
+        error(kw.loc, "initialiser '" + e->name + "' has no argument '" +
+                          kw.name + "'" + suggest(kw.name, names));
+        return std::nullopt;
+      }
+      size_t idx = it - kind->args.begin();
+      if (values[idx]) {
+        error(kw.loc, "argument '" + kw.name + "' given twice");
+        return std::nullopt;
+      }
+      auto n = evalConst(*kw.value);
+      if (!n)
+        return std::nullopt;
+      values[idx] = n->asDouble();
+    }
+  }
+  for (size_t i = 0; i < values.size(); ++i)
+    if (!values[i]) {
+      error(e->loc, "initialiser '" + e->name + "' needs " +
+                        std::to_string(kind->args.size()) + " arguments (" +
+                        llvm::join(std::vector<std::string>(kind->args.begin(), kind->args.end()), ", ") + ")");
+      return std::nullopt;
+    }
+  ir::Init init{kind->kind, values.size() > 0 ? *values[0] : 0,
+                values.size() > 1 ? *values[1] : 0};
+  if (init.kind == ir::InitKind::Normal && !(init.b >= 0)) {
+    error(e->loc, "normal initialiser needs std >= 0, got " +
+                      ir::formatDouble(init.b));
+    return std::nullopt;
+  }
+  if (init.kind == ir::InitKind::Uniform && !(init.a <= init.b)) {
+    error(e->loc, "uniform initialiser needs low <= high, got " +
+                      ir::formatDouble(init.a) + " and " +
+                      ir::formatDouble(init.b));
+    return std::nullopt;
+  }
+  return init;
+}
+
+// ---- Blocks ----
+
+void Lowerer::collectBlocks(const FileAST &file) {
+  for (const BlockDecl &b : file.blocks) {
+    auto prev = blocks_.find(b.name);
+    if (prev != blocks_.end()) {
+      error(b.loc, "duplicate definition of block '" + b.name + "'");
+      note(prev->second->loc, "previous definition is here");
+      continue;
+    }
+    if (lookupBuiltin(b.name)) {
+      error(b.loc, "block '" + b.name + "' has the name of a built-in function");
+      continue;
+    }
+    blocks_[b.name] = &b;
+  }
+}
+
+// Blocks are inlined at every call, so a cycle of calls would never end:
+// find cycles up front and report each at the call that closes it.
+void Lowerer::checkRecursion() {
+  std::map<const BlockDecl *, std::vector<std::pair<const BlockDecl *, Loc>>>
+      calls;
+  std::function<void(const Expr &, const BlockDecl *)> walk =
+      [&](const Expr &e, const BlockDecl *from) {
+        if (e.kind == ExprKind::Call) {
+          auto it = blocks_.find(e.name);
+          if (it != blocks_.end())
+            calls[from].push_back({it->second, e.loc});
+        }
+        for (const ExprPtr &a : e.args)
+          if (a)
+            walk(*a, from);
+        for (const KeywordArg &kw : e.kwargs)
+          if (kw.value)
+            walk(*kw.value, from);
+      };
+  for (auto &[name, b] : blocks_)
+    for (const Stmt &s : b->body) {
+      if (s.value)
+        walk(*s.value, b);
+      if (s.count)
+        walk(*s.count, b);
+    }
+  enum Color { White, Grey, Black };
+  std::map<const BlockDecl *, Color> color;
+  std::vector<const BlockDecl *> stack;
+  std::function<void(const BlockDecl *)> dfs = [&](const BlockDecl *b) {
+    color[b] = Grey;
+    stack.push_back(b);
+    for (auto &[callee, loc] : calls[b]) {
+      if (color[callee] == Grey) {
+        std::string cycle;
+        auto it = std::find(stack.begin(), stack.end(), callee);
+        for (; it != stack.end(); ++it) {
+          cycle += (*it)->name + " -> ";
+          badBlocks_.insert(*it);
+        }
+        error(loc, "block '" + callee->name +
+                       "' is called recursively (" + cycle + callee->name +
+                       "); blocks are expanded inline and cannot recurse");
+      } else if (color[callee] == White) {
+        dfs(callee);
+      }
+    }
+    stack.pop_back();
+    color[b] = Black;
+  };
+  for (auto &[name, b] : blocks_)
+    if (color[b] == White)
+      dfs(b);
+}
+
+// ---- Statements ----
+
+bool Lowerer::checkNewName(const std::string &name, Loc loc, Frame &frame) {
+  auto prev = frame.names.find(name);
+  if (prev != frame.names.end()) {
+    error(loc, "duplicate definition of '" + name + "'");
+    note(prev->second.loc, "previous definition is here");
+    return false;
+  }
+  auto c = consts_.find(name);
+  if (c != consts_.end()) {
+    error(loc, "'" + name + "' is already defined as a constant");
+    note(c->second.loc, "previous definition is here");
+    return false;
+  }
+  return true;
+}
+
+void Lowerer::lowerStmts(const std::vector<Stmt> &stmts, Frame &frame) {
+  for (const Stmt &s : stmts) {
+    if (aborted_)
+      return;
+    if (frame.returned) {
+      error(s.loc, "statement after 'return'");
+      return;
+    }
+    lowerStmt(s, frame);
+  }
+}
+
+void Lowerer::lowerStmt(const Stmt &s, Frame &frame) {
+  bool inBlock = frame.block != nullptr;
+  switch (s.kind) {
+  case StmtKind::Input: {
+    if (inBlock) {
+      error(s.loc, "inputs are declared in the model; a block takes its "
+                   "inputs as arguments");
+      return;
+    }
+    std::optional<TensorType> type = evalType(s.type);
+    if (!checkNewName(s.name, s.nameLoc, frame) || !type) {
+      frame.names[s.name] = Binding{Val::poison(), s.nameLoc,
+                                    BindingKind::Input};
+      return;
+    }
+    ir::Value *v = module_->graph().addInput(s.name, *type, s.nameLoc);
+    frame.names[s.name] = Binding{Val::ofTensor(v), s.nameLoc,
+                                  BindingKind::Input};
+    return;
+  }
+  case StmtKind::Param: {
+    std::optional<TensorType> type = evalType(s.type);
+    std::optional<ir::Init> init = evalInit(s.init.get());
+    if (!checkNewName(s.name, s.nameLoc, frame) || !type || !init) {
+      frame.names.emplace(s.name, Binding{Val::poison(), s.nameLoc,
+                                          BindingKind::Param});
+      return;
+    }
+    if (init->kind == ir::InitKind::Xavier && type->rank() < 2) {
+      error(s.init->loc, "xavier initialisation needs a parameter of rank at "
+                         "least 2, got " + type->str());
+      return;
+    }
+    std::string full = qualify(frame, s.name);
+    if (module_->graph().findArgument(full)) {
+      error(s.nameLoc, "parameter name '" + full +
+                           "' is already used by another argument");
+      return;
+    }
+    ir::Value *v = module_->graph().addParam(full, *type, *init, s.nameLoc);
+    frame.names[s.name] = Binding{Val::ofTensor(v), s.nameLoc,
+                                  BindingKind::Param};
+    return;
+  }
+  case StmtKind::Assign: {
+    auto prev = frame.names.find(s.name);
+    if (prev != frame.names.end() &&
+        (prev->second.kind == BindingKind::Input ||
+         prev->second.kind == BindingKind::Param)) {
+      error(s.nameLoc, std::string("cannot assign to ") +
+                           (prev->second.kind == BindingKind::Input
+                                ? "input"
+                                : "parameter") +
+                           " '" + s.name + "'");
+      note(prev->second.loc, "'" + s.name + "' is declared here");
+      return;
+    }
+    if (consts_.count(s.name)) {
+      error(s.nameLoc, "cannot assign to constant '" + s.name + "'");
+      note(consts_[s.name].loc, "'" + s.name + "' is declared here");
+      return;
+    }
+    Val v = lowerExpr(*s.value, frame);
+    frame.names[s.name] = Binding{v, s.nameLoc, BindingKind::Local};
+    return;
+  }
+  case StmtKind::Repeat:
+    lowerRepeat(s, frame);
+    return;
+  case StmtKind::Output:
+  case StmtKind::Loss: {
+    bool isLoss = s.kind == StmtKind::Loss;
+    if (inBlock) {
+      error(s.loc, std::string(isLoss ? "a loss" : "outputs") +
+                       " can only be declared in the model; a block returns "
+                       "its result");
+      return;
+    }
+    Val v;
+    if (s.value) {
+      v = lowerExpr(*s.value, frame);
+    } else {
+      Expr name(ExprKind::Name, s.nameLoc);
+      name.name = s.name;
+      v = lowerName(name, frame);
+    }
+    Loc valueLoc = s.value ? s.value->loc : s.nameLoc;
+    auto prev = outputLocs_.find(s.name);
+    if (prev != outputLocs_.end()) {
+      error(s.nameLoc, "duplicate output '" + s.name + "'");
+      note(prev->second, "previous definition is here");
+      return;
+    }
+    outputLocs_[s.name] = s.nameLoc;
+    if (isLoss && lossStmt_) {
+      error(s.loc, "more than one loss: a model has at most one");
+      note(lossStmt_->loc, "the first loss is here");
+      return;
+    }
+    if (isLoss)
+      lossStmt_ = &s;
+    if (v.isPoison())
+      return;
+    if (v.kind == Val::Num)
+      v = Val::ofTensor(toTensor(v, ir::DType::F32, valueLoc));
+    if (v.kind != Val::Tensor) {
+      error(valueLoc, "an output must be a tensor");
+      return;
+    }
+    const TensorType &t = v.tensor->type();
+    if (isLoss && (!t.isScalar() || !ir::isFloat(t.dtype))) {
+      error(valueLoc,
+            "the loss must be a floating-point scalar, got " + t.str());
+      return;
+    }
+    module_->graph().addOutput(s.name, v.tensor, isLoss, s.nameLoc);
+    if (s.value && !frame.names.count(s.name) && !consts_.count(s.name))
+      frame.names[s.name] = Binding{v, s.nameLoc, BindingKind::Local};
+    return;
+  }
+  case StmtKind::Return: {
+    if (!inBlock) {
+      error(s.loc, "'return' is only allowed in a block; the model names its "
+                   "results with 'output' and 'loss'");
+      return;
+    }
+    frame.result = lowerExpr(*s.value, frame);
+    frame.returned = true;
+    return;
+  }
+  }
+}
+
+void Lowerer::lowerRepeat(const Stmt &s, Frame &frame) {
+  std::optional<Number> count = evalConst(*s.count);
+  auto carried = frame.names.find(s.name);
+  if (carried == frame.names.end()) {
+    std::vector<std::string> names;
+    for (auto &[n, b] : frame.names)
+      names.push_back(n);
+    error(s.nameLoc, "'" + s.name + "' must have a value before '" + s.name +
+                         " = repeat ...': each copy reads the previous one's "
+                         "result" + suggest(s.name, names));
+    frame.names[s.name] = Binding{Val::poison(), s.nameLoc, BindingKind::Local};
+    return;
+  }
+  if (carried->second.kind == BindingKind::Input ||
+      carried->second.kind == BindingKind::Param) {
+    error(s.nameLoc, "cannot assign to '" + s.name + "'");
+    note(carried->second.loc, "'" + s.name + "' is declared here");
+    return;
+  }
+  if (!count)
+    return;
+  std::optional<int64_t> n = count->asInt();
+  if (!n || *n < 0 || *n > kMaxRepeat) {
+    error(s.count->loc, "repeat count must be an integer in 0.." +
+                            std::to_string(kMaxRepeat) + ", got " +
+                            count->str());
+    return;
+  }
+  std::string prefix = qualify(frame, s.repeatName);
+  const Expr &body = *s.value;
+  std::string savedScope = builder_->scope();
+  for (int64_t i = 0; i < *n && !aborted_; ++i) {
+    std::string path = prefix + "." + std::to_string(i);
+    Val v;
+    auto block = body.kind == ExprKind::Call ? blocks_.find(body.name)
+                                             : blocks_.end();
+    if (block != blocks_.end()) {
+      // The copy itself is the instance: blocks.3.w, not blocks.3.layer.w.
+      v = callBlock(body, *block->second, path, frame);
+    } else {
+      Frame &f = frame;
+      std::string savedPath = f.path;
+      f.path = path;
+      builder_->setScope(path);
+      v = lowerExpr(body, f);
+      builder_->setScope(savedScope);
+      f.path = savedPath;
+    }
+    frame.names[s.name] = Binding{v, s.nameLoc, BindingKind::Local};
+    if (v.isPoison())
+      break;
+  }
+}
+
+// ---- Train section ----
+
+void Lowerer::lowerTrain(const FileAST &file) {
+  if (file.trains.size() > 1) {
+    error(file.trains[1].loc, "more than one train section");
+    note(file.trains[0].loc, "the first one is here");
+  }
+  if (file.trains.empty())
+    return;
+  ir::Attrs &attrs = module_->attrs();
+  std::map<std::string, Loc> seen;
+  auto set = [&](const std::string &key, Loc loc, ir::AttrValue v) {
+    std::string full = "train." + key;
+    auto prev = seen.find(full);
+    if (prev != seen.end()) {
+      error(loc, "duplicate train setting '" + key + "'");
+      note(prev->second, "previous definition is here");
+      return;
+    }
+    seen[full] = loc;
+    attrs.set(full, std::move(v));
+  };
+  auto valueOf = [&](const Expr &e) -> std::optional<ir::AttrValue> {
+    if (e.kind == ExprKind::Bool)
+      return ir::AttrValue(e.boolValue);
+    if (e.kind == ExprKind::Name && !consts_.count(e.name))
+      return ir::AttrValue(e.name);
+    std::optional<Number> n = evalConst(e);
+    if (!n)
+      return std::nullopt;
+    if (n->isInt)
+      return ir::AttrValue(n->i);
+    return ir::AttrValue(n->f);
+  };
+  for (const TrainItem &item : file.trains[0].items) {
+    const Expr &e = *item.value;
+    if (e.kind == ExprKind::Call) {
+      if (!e.args.empty()) {
+        error(e.args[0]->loc, "settings of '" + e.name +
+                                  "' are keyword arguments, as in " + e.name +
+                                  "(lr = 3e-4)");
+        continue;
+      }
+      set(item.name, item.loc, e.name);
+      for (const KeywordArg &kw : e.kwargs)
+        if (auto v = valueOf(*kw.value))
+          set(kw.name, kw.loc, *v);
+      continue;
+    }
+    if (auto v = valueOf(e))
+      set(item.name, item.loc, *v);
+  }
+}
+
+// ---- Warnings ----
+
+void Lowerer::warnUnused() {
+  ir::Graph &g = module_->graph();
+  std::set<const ir::Value *> live;
+  for (const ir::Output &o : g.outputs())
+    live.insert(o.value);
+  for (auto it = g.ops().rbegin(); it != g.ops().rend(); ++it) {
+    ir::Op &op = **it;
+    if (!live.count(op.result()))
+      continue;
+    for (ir::Value *v : op.operands())
+      live.insert(v);
+  }
+  // One warning per declaration, however many copies a block made of it.
+  std::map<std::pair<uint32_t, uint32_t>, std::pair<const ir::Value *, int>>
+      unusedParams;
+  std::vector<std::pair<uint32_t, uint32_t>> order;
+  for (const auto &arg : g.arguments()) {
+    if (live.count(arg.get()))
+      continue;
+    if (arg->kind() == ir::ValueKind::Input) {
+      diag_.warning(arg->loc(), "input '" + arg->name() +
+                                    "' is not used by any output");
+      continue;
+    }
+    auto key = std::make_pair(arg->loc().line, arg->loc().col);
+    auto [it, fresh] = unusedParams.insert({key, {arg.get(), 0}});
+    if (fresh)
+      order.push_back(key);
+    ++it->second.second;
+  }
+  for (const auto &key : order) {
+    auto [value, count] = unusedParams[key];
+    std::string more =
+        count > 1 ? " (nor are its " + std::to_string(count - 1) +
+                        " other copies)"
+                  : "";
+    diag_.warning(value->loc(), "parameter '" + value->name() +
+                                    "' is not used by any output" + more);
+  }
+}
+
+// ---- The whole file ----
+
+std::unique_ptr<ir::Module> Lowerer::run(const FileAST &file) {
+  unsigned errorsAtStart = diag_.errorCount();
+  auto hasNewErrors = [&] { return diag_.errorCount() != errorsAtStart; };
+  lowerConsts(file);
+  collectBlocks(file);
+  checkRecursion();
+  if (file.models.empty()) {
+    error(Loc{file_, 1, 1}, "the file has no model (model NAME { ... })");
+    return nullptr;
+  }
+  for (size_t i = 1; i < file.models.size(); ++i) {
+    error(file.models[i].loc, "more than one model in a file");
+    note(file.models[0].loc, "the first model is here");
+  }
+  const ModelDecl &model = file.models[0];
+  module_ = std::make_unique<ir::Module>(model.name);
+  builder_ = std::make_unique<ir::Builder>(module_->graph());
+  Frame frame;
+  lowerStmts(model.body, frame);
+  if (!aborted_ && module_->graph().outputs().empty() &&
+      !hasNewErrors())
+    error(model.loc, "model '" + model.name +
+                         "' has no outputs (declare them with 'output NAME = "
+                         "...' or 'loss = ...')");
+  lowerTrain(file);
+  if (hasNewErrors())
+    return nullptr;
+  if (options_.warnUnused)
+    warnUnused();
+  return std::move(module_);
+}
+
+} // namespace mgc::frontend

@@ -1,0 +1,157 @@
+// Checks a parsed .mg file and lowers it to an ir::Module: constants are
+// folded, shapes are computed by the op table's rules, NumPy broadcasting
+// becomes explicit `broadcast` ops, and blocks are instantiated with
+// hierarchical parameter names and scopes.
+#pragma once
+
+#include "frontend/AST.h"
+#include "frontend/ConstEval.h"
+#include "frontend/Frontend.h"
+#include "ir/Builder.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace mgc::frontend {
+
+// Limits that keep any input from exhausting time or memory.
+constexpr int64_t kMaxRepeat = 4096;
+constexpr int64_t kMaxElements = int64_t(1) << 40; // per tensor
+constexpr size_t kMaxOps = 2'000'000;
+constexpr size_t kMaxInstances = 200'000; // block instances per model
+constexpr size_t kMaxBlockDepth = 64;     // nested block calls
+
+// A value during lowering: a tensor, or a compile-time number, bool or list.
+struct Val {
+  enum Kind : uint8_t { Poison, Tensor, Num, Bool, List } kind = Poison;
+  ir::Value *tensor = nullptr;
+  Number num;
+  bool b = false;
+  std::vector<Val> list;
+
+  static Val poison() { return Val{}; }
+  static Val ofTensor(ir::Value *v) {
+    Val r;
+    r.kind = v ? Tensor : Poison;
+    r.tensor = v;
+    return r;
+  }
+  static Val ofNum(Number n) {
+    Val r;
+    r.kind = Num;
+    r.num = n;
+    return r;
+  }
+  bool isPoison() const { return kind == Poison; }
+};
+
+enum class BindingKind : uint8_t { Arg, Input, Param, Local };
+
+struct Binding {
+  Val val;
+  Loc loc; // where the name got this value
+  BindingKind kind;
+};
+
+// The names visible in a model body or in one block instance.
+struct Frame {
+  std::string path; // "" for the model, "blocks.3.attn" for an instance
+  const BlockDecl *block = nullptr;
+  std::map<std::string, Binding> names;
+  std::map<std::string, int> instanceCounts; // block name -> calls so far
+  bool returned = false;
+  Val result;
+};
+
+class Lowerer {
+public:
+  Lowerer(const char *fileName, const CompileOptions &options,
+          DiagnosticEngine &diag);
+  std::unique_ptr<ir::Module> run(const FileAST &file);
+
+  // ---- Reporting (Lower.cpp) ----
+  // Reports once per (location, message): a bad line inside a block is not
+  // repeated for every copy. Returns whether it was printed; notes follow
+  // only printed errors.
+  bool error(Loc loc, const std::string &msg);
+  void note(Loc loc, const std::string &msg);
+  // "; did you mean 'x'?" or "".
+  static std::string suggest(llvm::StringRef name,
+                             const std::vector<std::string> &candidates);
+
+private:
+  // ---- Declarations and statements (Lower.cpp) ----
+  void lowerConsts(const FileAST &file);
+  void collectBlocks(const FileAST &file);
+  void checkRecursion();
+  void lowerTrain(const FileAST &file);
+  void lowerStmts(const std::vector<Stmt> &stmts, Frame &frame);
+  void lowerStmt(const Stmt &s, Frame &frame);
+  void lowerRepeat(const Stmt &s, Frame &frame);
+  bool checkNewName(const std::string &name, Loc loc, Frame &frame);
+  std::optional<ir::TensorType> evalType(const TypeExpr &t);
+  std::optional<ir::Init> evalInit(const Expr *e);
+  std::optional<Number> evalConst(const Expr &e);
+  void warnUnused();
+  std::string qualify(const Frame &frame, const std::string &name) const {
+    return frame.path.empty() ? name : frame.path + "." + name;
+  }
+
+  // ---- Expressions (LowerExpr.cpp) ----
+  Val lowerExpr(const Expr &e, Frame &frame);
+  Val lowerName(const Expr &e, Frame &frame);
+  Val lowerBinary(char op, Loc loc, const Val &a, const Val &b,
+                  const Expr *ea, const Expr *eb, Frame &frame);
+  Val lowerElementwise(ir::OpKind kind, Loc loc, Val a, Val b,
+                       const Expr *ea, const Expr *eb, Frame &frame);
+  Val lowerMatmul(Loc loc, const Val &a, const Val &b, const Expr *ea,
+                  const Expr *eb, Frame &frame);
+  Val lowerCall(const Expr &e, Frame &frame);
+  Val lowerBuiltinCall(const Expr &e, const struct Builtin &b, Frame &frame);
+  Val callBlock(const Expr &e, const BlockDecl &block, std::string path,
+                Frame &frame);
+  Val instantiate(const BlockDecl &block, std::vector<Val> args,
+                  const Expr &call, std::string path);
+  // Creates an op at `loc`; reports the shape rule's message there.
+  Val create(ir::OpKind kind, llvm::ArrayRef<ir::Value *> operands,
+             ir::Attrs attrs, Loc loc,
+             llvm::ArrayRef<const Expr *> operandExprs, Frame &frame);
+  ir::Value *toTensor(const Val &v, ir::DType dtype, Loc loc);
+  ir::Value *broadcastTo(ir::Value *v, llvm::ArrayRef<int64_t> shape, Loc loc);
+  // Notes saying where the operands named in `exprs` got their types.
+  void noteOperands(llvm::ArrayRef<const Expr *> exprs, Frame &frame);
+  bool checkSize(const ir::TensorType &t, Loc loc);
+  bool overLimits(Loc loc);
+
+  const char *file_;
+  const CompileOptions &options_;
+  DiagnosticEngine &diag_;
+  std::unique_ptr<ir::Module> module_;
+  std::unique_ptr<ir::Builder> builder_;
+
+  struct ConstInfo {
+    Number value;
+    Loc loc;
+  };
+  std::map<std::string, ConstInfo> consts_;
+  std::map<std::string, const BlockDecl *> blocks_;
+  std::set<const BlockDecl *> badBlocks_; // recursive: never instantiated
+  std::set<const BlockDecl *> missingReturnReported_;
+  std::vector<const BlockDecl *> callStack_;
+  std::set<std::pair<std::string, std::string>> reported_; // (loc, message)
+  bool lastPrinted_ = true;
+  bool aborted_ = false; // a size limit was hit: stop lowering
+  size_t instances_ = 0;
+  int64_t dropoutSeed_ = 0;
+  const Stmt *lossStmt_ = nullptr;
+  std::map<std::string, Loc> outputLocs_;
+  friend struct LowererAccess;
+};
+
+} // namespace mgc::frontend
