@@ -46,6 +46,15 @@ struct Expr {
   Expr(ExprKind kind, Loc loc) : kind(kind), loc(loc) {}
 };
 
+// Where the text of an expression begins (the loc of a binary expression is
+// its operator).
+inline Loc startLoc(const Expr &e) {
+  const Expr *x = &e;
+  while (x->kind == ExprKind::Binary && x->args[0])
+    x = x->args[0].get();
+  return x->loc;
+}
+
 // f32[B, 4*D]
 struct TypeExpr {
   Loc loc;

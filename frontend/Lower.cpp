@@ -168,12 +168,13 @@ std::optional<TensorType> Lowerer::evalType(const TypeExpr &t) {
     }
     std::optional<int64_t> i = n->asInt();
     if (!i) {
-      error(d->loc, "dimension must be an integer, got " + n->str());
+      error(startLoc(*d), "dimension must be an integer, got " + n->str());
       ok = false;
       continue;
     }
     if (*i <= 0) {
-      error(d->loc, "dimension must be positive, got " + std::to_string(*i));
+      error(startLoc(*d),
+            "dimension must be positive, got " + std::to_string(*i));
       ok = false;
       continue;
     }
@@ -422,12 +423,16 @@ void Lowerer::lowerStmt(const Stmt &s, Frame &frame) {
     if (init->kind == ir::InitKind::Xavier && type->rank() < 2) {
       error(s.init->loc, "xavier initialisation needs a parameter of rank at "
                          "least 2, got " + type->str());
+      frame.names[s.name] = Binding{Val::poison(), s.nameLoc,
+                                    BindingKind::Param};
       return;
     }
     std::string full = qualify(frame, s.name);
     if (module_->graph().findArgument(full)) {
       error(s.nameLoc, "parameter name '" + full +
                            "' is already used by another argument");
+      frame.names[s.name] = Binding{Val::poison(), s.nameLoc,
+                                    BindingKind::Param};
       return;
     }
     ir::Value *v = module_->graph().addParam(full, *type, *init, s.nameLoc);
@@ -478,6 +483,11 @@ void Lowerer::lowerStmt(const Stmt &s, Frame &frame) {
       v = lowerName(name, frame);
     }
     Loc valueLoc = s.value ? s.value->loc : s.nameLoc;
+    if (isLoss && lossStmt_) {
+      error(s.loc, "more than one loss: a model has at most one");
+      note(lossStmt_->loc, "the first loss is here");
+      return;
+    }
     auto prev = outputLocs_.find(s.name);
     if (prev != outputLocs_.end()) {
       error(s.nameLoc, "duplicate output '" + s.name + "'");
@@ -485,11 +495,6 @@ void Lowerer::lowerStmt(const Stmt &s, Frame &frame) {
       return;
     }
     outputLocs_[s.name] = s.nameLoc;
-    if (isLoss && lossStmt_) {
-      error(s.loc, "more than one loss: a model has at most one");
-      note(lossStmt_->loc, "the first loss is here");
-      return;
-    }
     if (isLoss)
       lossStmt_ = &s;
     if (v.isPoison())
@@ -647,25 +652,23 @@ void Lowerer::warnUnused() {
       live.insert(v);
   }
   // One warning per declaration, however many copies a block made of it.
+  // Keyed by source position, so warnings come out in file order.
   std::map<std::pair<uint32_t, uint32_t>, std::pair<const ir::Value *, int>>
-      unusedParams;
-  std::vector<std::pair<uint32_t, uint32_t>> order;
+      unused;
   for (const auto &arg : g.arguments()) {
     if (live.count(arg.get()))
       continue;
-    if (arg->kind() == ir::ValueKind::Input) {
-      diag_.warning(arg->loc(), "input '" + arg->name() +
-                                    "' is not used by any output");
-      continue;
-    }
     auto key = std::make_pair(arg->loc().line, arg->loc().col);
-    auto [it, fresh] = unusedParams.insert({key, {arg.get(), 0}});
-    if (fresh)
-      order.push_back(key);
+    auto [it, fresh] = unused.insert({key, {arg.get(), 0}});
     ++it->second.second;
   }
-  for (const auto &key : order) {
-    auto [value, count] = unusedParams[key];
+  for (const auto &[key, entry] : unused) {
+    auto [value, count] = entry;
+    if (value->kind() == ir::ValueKind::Input) {
+      diag_.warning(value->loc(), "input '" + value->name() +
+                                      "' is not used by any output");
+      continue;
+    }
     std::string more =
         count > 1 ? " (nor are its " + std::to_string(count - 1) +
                         " other copies)"

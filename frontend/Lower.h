@@ -109,7 +109,8 @@ private:
   Val lowerBinary(char op, Loc loc, const Val &a, const Val &b,
                   const Expr *ea, const Expr *eb, Frame &frame);
   Val lowerElementwise(ir::OpKind kind, Loc loc, Val a, Val b,
-                       const Expr *ea, const Expr *eb, Frame &frame);
+                       const Expr *ea, const Expr *eb, Frame &frame,
+                       bool fromOperator = false);
   Val lowerMatmul(Loc loc, const Val &a, const Val &b, const Expr *ea,
                   const Expr *eb, Frame &frame);
   Val lowerCall(const Expr &e, Frame &frame);

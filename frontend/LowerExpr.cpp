@@ -201,19 +201,27 @@ Val Lowerer::lowerBinary(char op, Loc loc, const Val &a, const Val &b,
                 : op == '-' ? OpKind::Sub
                 : op == '*' ? OpKind::Mul
                             : OpKind::Div;
-  return lowerElementwise(kind, loc, a, b, ea, eb, frame);
+  return lowerElementwise(kind, loc, a, b, ea, eb, frame,
+                          /*fromOperator=*/true);
 }
 
 Val Lowerer::lowerElementwise(OpKind kind, Loc loc, Val a, Val b,
-                              const Expr *ea, const Expr *eb, Frame &frame) {
-  llvm::StringRef name = ir::opName(kind);
+                              const Expr *ea, const Expr *eb, Frame &frame,
+                              bool fromOperator) {
+  std::string name = ir::opName(kind).str();
+  if (fromOperator)
+    name = std::string("'") + (kind == OpKind::Add   ? '+'
+                               : kind == OpKind::Sub ? '-'
+                               : kind == OpKind::Mul ? '*'
+                                                     : '/') +
+           "'";
   if (a.isPoison() || b.isPoison())
     return Val::poison();
   if (a.kind != Val::Tensor && b.kind != Val::Tensor) {
     if (a.kind == Val::Num && b.kind == Val::Num)
       a = Val::ofTensor(toTensor(a, ir::DType::F32, loc));
     else {
-      error(loc, name.str() + " needs tensors or numbers");
+      error(loc, name + " needs tensors or numbers");
       return Val::poison();
     }
   }
@@ -226,7 +234,7 @@ Val Lowerer::lowerElementwise(OpKind kind, Loc loc, Val a, Val b,
     return Val::poison();
   const TensorType &ta = a.tensor->type(), &tb = b.tensor->type();
   if (ta.dtype != tb.dtype) {
-    error(loc, name.str() + " operands have different element types: " +
+    error(loc, name + " operands have different element types: " +
                    ta.str() + " and " + tb.str() + " (use cast(x, " +
                    ir::dtypeName(ta.dtype).str() + "))");
     noteOperands({ea, eb}, frame);
@@ -234,7 +242,7 @@ Val Lowerer::lowerElementwise(OpKind kind, Loc loc, Val a, Val b,
   }
   std::optional<ir::Shape> shape = ir::broadcastShapes(ta.shape, tb.shape);
   if (!shape) {
-    error(loc, "shapes of " + name.str() +
+    error(loc, "shapes of " + name +
                    " operands are not compatible for broadcasting: " +
                    ta.str() + " and " + tb.str());
     noteOperands({ea, eb}, frame);
@@ -434,16 +442,42 @@ Val Lowerer::lowerBuiltinCall(const Expr &e, const Builtin &b, Frame &frame) {
   std::string fn = "'" + b.name.str() + "'";
   // Arguments are lowered first (their own errors come first), except the
   // names of element types, which are not values.
+  const auto &specs = info.attrs;
+  size_t arity = info.arity < 0 ? 1 : size_t(info.arity);
+  auto isStringAttr = [&](size_t i) {
+    return b.form == BuiltinForm::Generic && i >= arity &&
+           i - arity < specs.size() &&
+           specs[i - arity].type == ir::AttrType::String;
+  };
   auto isTypeName = [](const Expr &x) {
     return x.kind == ExprKind::Name && ir::parseDType(x.name);
   };
   std::vector<Val> pos;
   std::vector<const Expr *> posExprs;
   bool bad = false;
-  for (const ExprPtr &a : e.args) {
-    posExprs.push_back(a.get());
-    pos.push_back(isTypeName(*a) ? Val() : lowerExpr(*a, frame));
-    bad |= pos.back().isPoison() && !isTypeName(*a);
+  for (size_t i = 0; i < e.args.size(); ++i) {
+    const Expr &a = *e.args[i];
+    posExprs.push_back(&a);
+    // An element type is a word, not a value: cast(x, bf16).
+    bool word = isStringAttr(i) && a.kind == ExprKind::Name;
+    pos.push_back(word ? Val() : lowerExpr(a, frame));
+    bad |= pos.back().isPoison() && !word;
+  }
+  // Keyword names are checked even when an argument had an error.
+  for (const KeywordArg &kw : e.kwargs) {
+    if (std::any_of(specs.begin(), specs.end(),
+                    [&](const ir::AttrSpec &s) { return s.name == kw.name; }))
+      continue;
+    std::vector<std::string> names;
+    for (const ir::AttrSpec &s : specs)
+      names.push_back(s.name);
+    std::string hint = suggest(kw.name, names);
+    if (hint.empty())
+      hint = names.empty() ? " (it takes no keyword arguments)"
+                           : " (its keyword arguments: " +
+                                 llvm::join(names, ", ") + ")";
+    error(kw.loc, fn + " has no argument '" + kw.name + "'" + hint);
+    return Val::poison();
   }
   if (bad || aborted_)
     return Val::poison();
@@ -473,7 +507,6 @@ Val Lowerer::lowerBuiltinCall(const Expr &e, const Builtin &b, Frame &frame) {
       operandExprs.push_back(item.get());
     next = 1;
   } else {
-    size_t arity = info.arity < 0 ? 1 : size_t(info.arity);
     if (pos.size() < arity) {
       error(e.loc, fn + " takes " + plural(arity, "tensor argument") + " (" +
                        b.operands.str() + "), got " +
@@ -553,7 +586,6 @@ Val Lowerer::lowerBuiltinCall(const Expr &e, const Builtin &b, Frame &frame) {
   }
 
   // Attributes: remaining positional arguments in table order, then keywords.
-  const auto &specs = info.attrs;
   if (pos.size() - next > specs.size()) {
     std::vector<std::string> all;
     if (!b.operands.empty())
@@ -573,25 +605,15 @@ Val Lowerer::lowerBuiltinCall(const Expr &e, const Builtin &b, Frame &frame) {
   for (const KeywordArg &kw : e.kwargs) {
     auto it = std::find_if(specs.begin(), specs.end(),
                            [&](const ir::AttrSpec &s) { return s.name == kw.name; });
-    if (it == specs.end()) {
-      std::vector<std::string> names;
-      for (const ir::AttrSpec &s : specs)
-        names.push_back(s.name);
-      std::string hint = suggest(kw.name, names);
-      if (hint.empty())
-        hint = names.empty() ? " (it takes no keyword arguments)"
-                             : " (its keyword arguments: " +
-                                   llvm::join(names, ", ") + ")";
-      error(kw.loc, fn + " has no argument '" + kw.name + "'" + hint);
-      return Val::poison();
-    }
     size_t idx = it - specs.begin();
     if (given[idx].first) {
       error(kw.loc, "argument '" + kw.name + "' of " + fn + " is given twice");
       return Val::poison();
     }
-    Val v = isTypeName(*kw.value) ? Val() : lowerExpr(*kw.value, frame);
-    if (v.isPoison() && !isTypeName(*kw.value))
+    bool word = it->type == ir::AttrType::String &&
+                kw.value->kind == ExprKind::Name;
+    Val v = word ? Val() : lowerExpr(*kw.value, frame);
+    if (v.isPoison() && !word)
       return Val::poison();
     given[idx] = {kw.value.get(), v};
   }
