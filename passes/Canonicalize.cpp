@@ -10,6 +10,7 @@
 #include "passes/PassManager.h"
 
 #include "ir/Builder.h"
+#include "ir/Interpreter.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
@@ -146,41 +147,18 @@ bool fitsInteger(double v, DType dtype) {
   return v >= lo && v <= hi;
 }
 
-// Rounds to the nearest value of a binary floating-point format with `p`
-// significand bits and smallest normal exponent `emin` (ties to even);
-// beyond the largest finite value gives infinity.
-double roundToFormat(double v, int p, int emin, double maxFinite) {
-  if (!std::isfinite(v) || v == 0)
-    return v;
-  int e = std::max(std::ilogb(v), emin);
-  double quantum = std::ldexp(1.0, e - (p - 1));
-  double r = std::nearbyint(v / quantum) * quantum;
-  if (std::fabs(r) > maxFinite)
-    return std::copysign(INFINITY, v);
-  return r;
-}
-
-double roundToDType(double v, DType dtype) {
-  switch (dtype) {
-  case DType::F64: return v;
-  case DType::F32: return static_cast<double>(static_cast<float>(v));
-  case DType::F16: return roundToFormat(v, 11, -14, 65504.0);
-  case DType::BF16: return roundToFormat(v, 8, -126, 3.3895313892515355e38);
-  case DType::I32:
-  case DType::I64: return v;
-  }
-  return v;
-}
-
-// Folds `kind` applied to scalar constants `args`, giving dtype `out`. Arithmetic is float64, like the reference interpreter, so
-// folding never changes what the oracle computes; a cast rounds to its
-// target type. Results that are not finite, integer overflow and inexact
-// integer division are left to run time.
+// Folds `kind` applied to scalar constants `args`, giving dtype `out`, with
+// the reference interpreter's semantics so that folding never changes what
+// the oracle computes: float64 arithmetic; a cast rounds to its target type
+// (ir::roundToDType); integer division and casts to integers truncate toward
+// zero. Results that are not finite, integer division by zero and integers
+// out of range are left to run time.
 std::optional<double> foldScalar(OpKind kind, llvm::ArrayRef<double> args,
                                  DType out) {
   for (double a : args)
     if (!std::isfinite(a))
       return std::nullopt;
+  bool integer = ir::isInteger(out);
   double r;
   switch (kind) {
   case OpKind::Add: r = args[0] + args[1]; break;
@@ -189,7 +167,9 @@ std::optional<double> foldScalar(OpKind kind, llvm::ArrayRef<double> args,
   case OpKind::Div:
     if (args[1] == 0)
       return std::nullopt;
-    r = args[0] / args[1];
+    // fmod is exact, so this is the exact truncated integer quotient.
+    r = integer ? (args[0] - std::fmod(args[0], args[1])) / args[1]
+                : args[0] / args[1];
     break;
   case OpKind::Neg: r = -args[0]; break;
   case OpKind::Exp: r = std::exp(args[0]); break;
@@ -197,19 +177,14 @@ std::optional<double> foldScalar(OpKind kind, llvm::ArrayRef<double> args,
   case OpKind::Sqrt: r = std::sqrt(args[0]); break;
   case OpKind::Rsqrt: r = 1.0 / std::sqrt(args[0]); break;
   case OpKind::Tanh: r = std::tanh(args[0]); break;
-  case OpKind::Relu: r = args[0] > 0 ? args[0] : 0.0; break;
+  case OpKind::Relu: r = args[0] <= 0 ? 0.0 : args[0]; break;
   case OpKind::Sigmoid: r = 1.0 / (1.0 + std::exp(-args[0])); break;
-  case OpKind::Cast:
-    if (ir::isInteger(out))
-      r = args[0]; // exact only; fitsInteger below rejects fractions
-    else
-      r = roundToDType(args[0], out);
-    break;
+  case OpKind::Cast: r = ir::roundToDType(args[0], out); break;
   default: return std::nullopt;
   }
   if (!std::isfinite(r))
     return std::nullopt;
-  if (ir::isInteger(out)) {
+  if (integer) {
     if (!fitsInteger(r, out))
       return std::nullopt;
     r += 0.0; // an integer has no negative zero

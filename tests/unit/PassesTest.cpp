@@ -312,12 +312,12 @@ TEST_CASE("canonicalize: folds that would change behaviour are left alone") {
   f.output("log", f.op(OpKind::Log, {f.constant(-1)}));
   f.output("f16", f.op(OpKind::Cast, {f.constant(1e6)},
                        Attrs{{"dtype", std::string("f16")}}));
-  // Integers: inexact division, overflow, a fraction cast to an integer.
-  f.output("idiv", f.op(OpKind::Div, {f.constant(7, DType::I32), f.constant(2, DType::I32)}));
+  // Integers: division by zero, overflow, a cast out of range.
+  f.output("idiv0", f.op(OpKind::Div, {f.constant(7, DType::I32), f.constant(0, DType::I32)}));
   f.output("iover", f.op(OpKind::Mul, {f.constant(65536, DType::I32),
                                        f.constant(65536, DType::I32)}));
-  f.output("frac", f.op(OpKind::Cast, {f.constant(2.5)},
-                        Attrs{{"dtype", std::string("i32")}}));
+  f.output("range", f.op(OpKind::Cast, {f.constant(3e9)},
+                         Attrs{{"dtype", std::string("i32")}}));
   // Not in the folding table, or not all operands constant.
   f.output("gelu", f.op(OpKind::Gelu, {f.constant(1)}));
   Value *s = f.input("s", TensorType(DType::F32, {}));
@@ -327,14 +327,30 @@ TEST_CASE("canonicalize: folds that would change behaviour are left alone") {
   CHECK(f.text() == before);
 }
 
-TEST_CASE("canonicalize: integer folding") {
+TEST_CASE("canonicalize: integer folding truncates like the interpreter") {
   PassFixture f;
-  f.output("div", f.op(OpKind::Div, {f.constant(-8, DType::I32), f.constant(2, DType::I32)}));
+  auto i32 = [&](double v) { return f.constant(v, DType::I32); };
+  auto toI32 = Attrs{{"dtype", std::string("i32")}};
+  f.output("div", f.op(OpKind::Div, {i32(-8), i32(2)}));
   f.output("neg", f.op(OpKind::Neg, {f.constant(0, DType::I64)}));
+  f.output("trunc", f.op(OpKind::Div, {i32(7), i32(2)}));
+  f.output("ntrunc", f.op(OpKind::Div, {i32(-7), i32(2)}));
+  f.output("cast", f.op(OpKind::Cast, {f.constant(2.5)}, toI32));
+  f.output("ncast", f.op(OpKind::Cast, {f.constant(-2.5)}, toI32));
+  f.output("big", f.op(OpKind::Mul, {i32(46340), i32(46340)}));
+  auto before = interpret(f.module, {}, f.diag);
+  REQUIRE(before);
   f.run("canonicalize");
-  CHECK(constantOf(f.out(0)) == -4);
-  CHECK(constantOf(f.out(1)) == 0);
-  CHECK(!std::signbit(constantOf(f.out(1))));
+  CHECK(f.count(OpKind::Div) == 0);
+  CHECK(f.count(OpKind::Cast) == 0);
+  CHECK(f.count(OpKind::Mul) == 0);
+  const double expected[] = {-4, 0, 3, -3, 2, -2, 2147395600};
+  for (unsigned i = 0; i < 7; ++i) {
+    CAPTURE(i);
+    CHECK(constantOf(f.out(i)) == expected[i]);
+    CHECK(!std::signbit(constantOf(f.out(i))) == (expected[i] >= 0));
+    CHECK(before->at(f.g().outputs()[i].name).data[0] == expected[i]);
+  }
 }
 
 TEST_CASE("canonicalize: new ops keep the location and scope of the op they replace") {
