@@ -293,6 +293,14 @@ Value *simplifyNeg(Rewriter &rw) {
   return inner ? inner->operand(0) : nullptr;
 }
 
+// dropout(x) with p = 0 -> x: nothing is dropped and the scale is 1.
+Value *simplifyDropout(Rewriter &rw) {
+  Op &op = rw.op();
+  const ir::AttrValue *p = op.attrs().find("p");
+  const double *pv = p ? std::get_if<double>(p) : nullptr;
+  return pv && *pv == 0.0 ? op.operand(0) : nullptr;
+}
+
 // Identities with a constant (or a broadcast constant) operand. x * 0 is not
 // folded: NaN * 0 and inf * 0 are NaN.
 Value *simplifyAdd(Rewriter &rw) {
@@ -346,6 +354,7 @@ const Rule kRules[] = {
     {OpKind::Reshape, "reshape", simplifyReshape},
     {OpKind::Broadcast, "broadcast", simplifyBroadcast},
     {OpKind::Neg, "neg-neg", simplifyNeg},
+    {OpKind::Dropout, "dropout-zero", simplifyDropout},
     {OpKind::Add, "add-zero", simplifyAdd},
     {OpKind::Sub, "sub-zero", simplifySub},
     {OpKind::Mul, "mul-one", simplifyMul},

@@ -188,6 +188,18 @@ TEST_CASE("canonicalize: neg of neg") {
   CHECK(f.g().numOps() == 1);
 }
 
+TEST_CASE("canonicalize: dropout with p = 0 is the identity") {
+  PassFixture f;
+  Value *x = f.input("x", f32x23);
+  f.output("p0", f.op(OpKind::Dropout, {x}, Attrs{{"p", 0.0}, {"seed", int64_t(3)}}));
+  f.output("p1", f.op(OpKind::Dropout, {x}, Attrs{{"p", 0.1}, {"seed", int64_t(3)}}));
+  f.run("canonicalize");
+  CHECK(f.out(0) == x);
+  REQUIRE(def(f.out(1)));
+  CHECK(def(f.out(1))->kind() == OpKind::Dropout);
+  CHECK(f.g().numOps() == 1);
+}
+
 TEST_CASE("canonicalize: additive and multiplicative identities") {
   PassFixture f;
   Value *x = f.input("x", f32x23);
