@@ -87,10 +87,7 @@ void DiagnosticEngine::report(Severity severity, Loc loc,
   }
   // The file is not loaded (for example a location recorded in textual IR):
   // print the position without the source line.
-  llvm::SMDiagnostic(sourceMgr_, llvm::SMLoc(), loc.fileName(), loc.line,
-                     loc.col - 1, toKind(severity), text, /*LineStr=*/"",
-                     /*Ranges=*/{})
-      .print(nullptr, os_);
+  llvm::SMDiagnostic(loc.str(), toKind(severity), text).print(nullptr, os_);
 }
 
 } // namespace mgc
