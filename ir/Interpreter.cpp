@@ -79,8 +79,7 @@ LogicalResult checkArguments(const Graph &graph, const TensorMap &arguments,
           diag.error("tensor '" + arg->name() + "' holds " +
                      interp::formatNumber(t.data[i]) + " in element " +
                      llvm::Twine(static_cast<uint64_t>(i)) +
-                     ", which is not an " + dtypeName(t.type.dtype) +
-                     " value");
+                     ", which is not an " + dtypeName(t.type.dtype) + " value");
           break;
         }
     }

@@ -78,12 +78,17 @@ template <typename F> LogicalResult mapBinary(interp::EvalContext &ctx, F f) {
 
 double roundToDType(double value, DType dtype) {
   switch (dtype) {
-  case DType::F32: return roundToF32(value);
-  case DType::BF16: return roundToBF16(value);
-  case DType::F16: return roundToF16(value);
-  case DType::F64: return value;
+  case DType::F32:
+    return roundToF32(value);
+  case DType::BF16:
+    return roundToBF16(value);
+  case DType::F16:
+    return roundToF16(value);
+  case DType::F64:
+    return value;
   case DType::I32:
-  case DType::I64: return std::trunc(value);
+  case DType::I64:
+    return std::trunc(value);
   }
   return value;
 }

@@ -150,7 +150,8 @@ LogicalResult evalEmbedding(EvalContext &ctx) {
   if (failed(checkIds(ctx, 1, v, "embedding id")))
     return failure();
   for (size_t n = 0; n < ids.data.size(); ++n) {
-    const double *row = table.data.data() + static_cast<int64_t>(ids.data[n]) * d;
+    const double *row =
+        table.data.data() + static_cast<int64_t>(ids.data[n]) * d;
     std::copy(row, row + d, ctx.result.data.data() + n * d);
   }
   return success();
@@ -168,8 +169,8 @@ LogicalResult evalCrossEntropy(EvalContext &ctx) {
   for (size_t p = 0; p < positions; ++p) {
     const double *row = logits.data.data() + p * c;
     RowStats r = rowStats(row, c, 1);
-    total += r.max + std::log(r.sumExp) -
-             row[static_cast<int64_t>(targets.data[p])];
+    total +=
+        r.max + std::log(r.sumExp) - row[static_cast<int64_t>(targets.data[p])];
   }
   ctx.result.data[0] = total / static_cast<double>(positions);
   return success();

@@ -10,8 +10,7 @@ using namespace mgc::ir::testing;
 namespace {
 
 struct GptConfig {
-  int64_t batch = 2, seq = 64, width = 64, heads = 4, layers = 4,
-          vocab = 512;
+  int64_t batch = 2, seq = 64, width = 64, heads = 4, layers = 4, vocab = 512;
 };
 
 struct GptBuilder {
@@ -20,8 +19,8 @@ struct GptBuilder {
   uint64_t seed = 1234;
 
   Value *param(const std::string &name, Shape shape, Init init) {
-    Value *p = f.module.graph().addParam(name, TensorType(DType::F32, shape),
-                                         init);
+    Value *p =
+        f.module.graph().addParam(name, TensorType(DType::F32, shape), init);
     f.args[name] = initParameter(*p, seed);
     return p;
   }
@@ -36,12 +35,12 @@ struct GptBuilder {
   // [B, T, D] -> [B, H, T, D/H] for the slice `part` of the fused qkv.
   Value *head(Value *qkv, int64_t part) {
     int64_t d = c.width, dh = c.width / c.heads;
-    Value *s = op(OpKind::Slice, {qkv},
-                  {{"axis", int64_t(2)},
-                   {"start", part * d},
-                   {"end", (part + 1) * d}});
-    Value *r = op(OpKind::Reshape, {s},
-                  {{"shape", std::vector<int64_t>{c.batch, c.seq, c.heads, dh}}});
+    Value *s = op(
+        OpKind::Slice, {qkv},
+        {{"axis", int64_t(2)}, {"start", part * d}, {"end", (part + 1) * d}});
+    Value *r =
+        op(OpKind::Reshape, {s},
+           {{"shape", std::vector<int64_t>{c.batch, c.seq, c.heads, dh}}});
     return op(OpKind::Transpose, {r},
               {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
   }
@@ -51,24 +50,28 @@ struct GptBuilder {
     Value *qkv = op(OpKind::Matmul,
                     {layernorm(p + ".ln1", h),
                      param(p + ".attn.w_qkv", {c.width, 3 * c.width}, normal)});
-    Value *a = op(OpKind::Attention, {head(qkv, 0), head(qkv, 1), head(qkv, 2)});
+    Value *a =
+        op(OpKind::Attention, {head(qkv, 0), head(qkv, 1), head(qkv, 2)});
     Value *t = op(OpKind::Transpose, {a},
                   {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
-    Value *merged = op(OpKind::Reshape, {t},
-                       {{"shape", std::vector<int64_t>{c.batch, c.seq, c.width}}});
-    Value *proj = op(OpKind::Matmul,
-                     {merged, param(p + ".attn.w_o", {c.width, c.width}, normal)});
+    Value *merged =
+        op(OpKind::Reshape, {t},
+           {{"shape", std::vector<int64_t>{c.batch, c.seq, c.width}}});
+    Value *proj =
+        op(OpKind::Matmul,
+           {merged, param(p + ".attn.w_o", {c.width, c.width}, normal)});
     h = op(OpKind::Add, {h, proj});
     Value *fc = op(OpKind::Matmul,
                    {layernorm(p + ".ln2", h),
                     param(p + ".mlp.w_fc", {c.width, 4 * c.width}, normal)});
-    Value *bias = op(OpKind::Broadcast,
-                     {param(p + ".mlp.b_fc", {4 * c.width},
-                            Init{InitKind::Zeros, 0, 0})},
-                     {{"shape", std::vector<int64_t>{c.batch, c.seq, 4 * c.width}}});
+    Value *bias =
+        op(OpKind::Broadcast,
+           {param(p + ".mlp.b_fc", {4 * c.width}, Init{InitKind::Zeros, 0, 0})},
+           {{"shape", std::vector<int64_t>{c.batch, c.seq, 4 * c.width}}});
     Value *g = op(OpKind::Gelu, {op(OpKind::Add, {fc, bias})});
-    Value *down = op(OpKind::Matmul,
-                     {g, param(p + ".mlp.w_proj", {4 * c.width, c.width}, normal)});
+    Value *down =
+        op(OpKind::Matmul,
+           {g, param(p + ".mlp.w_proj", {4 * c.width, c.width}, normal)});
     return op(OpKind::Add, {h, down});
   }
   // Returns the loss.
@@ -76,10 +79,11 @@ struct GptBuilder {
     Init normal{InitKind::Normal, 0, 0.02};
     Value *wte = param("wte", {c.vocab, c.width}, normal);
     Value *wpe = param("wpe", {c.seq, c.width}, normal);
-    Value *h = op(OpKind::Add,
-                  {op(OpKind::Embedding, {wte, tokens}),
-                   op(OpKind::Broadcast, {wpe},
-                      {{"shape", std::vector<int64_t>{c.batch, c.seq, c.width}}})});
+    Value *h =
+        op(OpKind::Add,
+           {op(OpKind::Embedding, {wte, tokens}),
+            op(OpKind::Broadcast, {wpe},
+               {{"shape", std::vector<int64_t>{c.batch, c.seq, c.width}}})});
     for (int64_t i = 0; i < c.layers; ++i)
       h = block(i, h);
     Value *head = op(OpKind::Transpose, {wte},

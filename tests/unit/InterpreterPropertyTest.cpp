@@ -107,8 +107,8 @@ TEST_CASE("interp: argument errors name the tensor") {
   auto build = [](InterpFixture &f) {
     Value *x = f.module.graph().addInput("x", f32({4, 3}));
     Value *w = f.module.graph().addParam("w", f32({3}), Init{});
-    Value *wb = f.op(OpKind::Broadcast, {w},
-                     {{"shape", std::vector<int64_t>{4, 3}}});
+    Value *wb =
+        f.op(OpKind::Broadcast, {w}, {{"shape", std::vector<int64_t>{4, 3}}});
     return f.op(OpKind::Add, {x, wb});
   };
   SUBCASE("missing") {

@@ -28,7 +28,8 @@ TEST_CASE("interp: cast to bf16 rounds the f32 to nearest even") {
   Value *x = f.input("x", f64({6}),
                      {1.00390625, 1.01171875, 1.0 + 0x1p-8 + 0x1p-20,
                       -1.01171875, 3.4e38, 0.0});
-  HostTensor y = f.eval(f.op(OpKind::Cast, {x}, {{"dtype", std::string("bf16")}}));
+  HostTensor y =
+      f.eval(f.op(OpKind::Cast, {x}, {{"dtype", std::string("bf16")}}));
   CHECK(y.type.dtype == DType::BF16);
   checkExact(y.data, {1.0, 1.015625, 1.0078125, -1.015625, kInf, 0.0});
 }
@@ -38,26 +39,30 @@ TEST_CASE("interp: cast to f16 and f32") {
   Value *x = f.input("x", f64({8}),
                      {1.0 + 0x1p-11, 1.0 + 3 * 0x1p-11, 65519.0, 65520.0,
                       0x1p-25, 3 * 0x1p-25, 0.1, -0.1});
-  checkExact(f.eval(f.op(OpKind::Cast, {x}, {{"dtype", std::string("f16")}})).data,
-             {1.0, 1.0 + 0x1p-9, 65504.0, kInf, 0.0, 0x1p-23,
-              0.0999755859375, -0.0999755859375});
+  checkExact(
+      f.eval(f.op(OpKind::Cast, {x}, {{"dtype", std::string("f16")}})).data,
+      {1.0, 1.0 + 0x1p-9, 65504.0, kInf, 0.0, 0x1p-23, 0.0999755859375,
+       -0.0999755859375});
 
   InterpFixture g;
   Value *z = g.input("z", f64({4}), {0.1, 1e39, -1e39, 0x1.fffffefp127});
-  checkExact(g.eval(g.op(OpKind::Cast, {z}, {{"dtype", std::string("f32")}})).data,
-             {0.100000001490116119384765625, kInf, -kInf,
-              static_cast<double>(std::numeric_limits<float>::max())});
+  checkExact(
+      g.eval(g.op(OpKind::Cast, {z}, {{"dtype", std::string("f32")}})).data,
+      {0.100000001490116119384765625, kInf, -kInf,
+       static_cast<double>(std::numeric_limits<float>::max())});
 }
 
 TEST_CASE("interp: cast to integers truncates toward zero; f64 unchanged") {
   InterpFixture f;
   Value *x = f.input("x", f64({5}), {2.7, -2.7, 0.5, -0.5, 1e10});
-  checkExact(f.eval(f.op(OpKind::Cast, {x}, {{"dtype", std::string("i64")}})).data,
-             {2, -2, 0, 0, 1e10});
+  checkExact(
+      f.eval(f.op(OpKind::Cast, {x}, {{"dtype", std::string("i64")}})).data,
+      {2, -2, 0, 0, 1e10});
   InterpFixture g;
   Value *y = g.input("y", f32({2}), {0.1, 1e300});
-  checkExact(g.eval(g.op(OpKind::Cast, {y}, {{"dtype", std::string("f64")}})).data,
-             {0.1, 1e300});
+  checkExact(
+      g.eval(g.op(OpKind::Cast, {y}, {{"dtype", std::string("f64")}})).data,
+      {0.1, 1e300});
 }
 
 TEST_CASE("interp: add sub mul div") {
@@ -105,10 +110,10 @@ TEST_CASE("interp: dropout follows the counter-based rule") {
   for (size_t i = 0; i < data.size(); ++i)
     data[i] = static_cast<double>(i) + 1;
   Value *x = f.input("x", f64({8, 8}), data);
-  checkExact(f.eval(f.op(OpKind::Dropout, {x},
-                         {{"p", 0.0}, {"seed", int64_t(7)}}))
-                 .data,
-             data);
+  checkExact(
+      f.eval(f.op(OpKind::Dropout, {x}, {{"p", 0.0}, {"seed", int64_t(7)}}))
+          .data,
+      data);
   HostTensor y =
       f.eval(f.op(OpKind::Dropout, {x}, {{"p", 0.25}, {"seed", int64_t(7)}}));
   size_t dropped = 0;
@@ -178,10 +183,10 @@ TEST_CASE("interp: reshape and transpose") {
       f.op(OpKind::Reshape, {x}, {{"shape", std::vector<int64_t>{3, 1, 2}}}));
   CHECK(r.type.shape == Shape{3, 1, 2});
   checkExact(r.data, {1, 2, 3, 4, 5, 6});
-  checkExact(
-      f.eval(f.op(OpKind::Transpose, {x}, {{"perm", std::vector<int64_t>{1, 0}}}))
-          .data,
-      {1, 4, 2, 5, 3, 6});
+  checkExact(f.eval(f.op(OpKind::Transpose, {x},
+                         {{"perm", std::vector<int64_t>{1, 0}}}))
+                 .data,
+             {1, 4, 2, 5, 3, 6});
   // in[2, 3, 2] with perm [2, 0, 1]: out[k][i][j] = in[i][j][k].
   std::vector<double> data(12);
   for (int i = 0; i < 12; ++i)
@@ -209,8 +214,9 @@ TEST_CASE("interp: slice and concat") {
                  .data,
              {5, 6, 7, 8});
   Value *y = f.input("y", f64({2, 1}), {9, 10});
-  checkExact(f.eval(f.op(OpKind::Concat, {x, y, x}, {{"axis", int64_t(1)}})).data,
-             {1, 2, 3, 4, 9, 1, 2, 3, 4, 5, 6, 7, 8, 10, 5, 6, 7, 8});
+  checkExact(
+      f.eval(f.op(OpKind::Concat, {x, y, x}, {{"axis", int64_t(1)}})).data,
+      {1, 2, 3, 4, 9, 1, 2, 3, 4, 5, 6, 7, 8, 10, 5, 6, 7, 8});
   Value *z = f.input("z", f64({1, 4}), {0, 0, 0, -1});
   checkExact(f.eval(f.op(OpKind::Concat, {z, x}, {{"axis", int64_t(0)}})).data,
              {0, 0, 0, -1, 1, 2, 3, 4, 5, 6, 7, 8});
@@ -256,10 +262,9 @@ TEST_CASE("interp: sum, mean, max over axes") {
   checkExact(reduce(OpKind::Max, {1, 0}, true).data, {9});
 
   Value *n = f.input("n", i32({3}), {1, 2, 2});
-  checkExact(f.eval(f.op(OpKind::Mean, {n},
-                         {{"axes", std::vector<int64_t>{0}}}))
-                 .data,
-             {1}); // 5 / 3 truncated
+  checkExact(
+      f.eval(f.op(OpKind::Mean, {n}, {{"axes", std::vector<int64_t>{0}}})).data,
+      {1}); // 5 / 3 truncated
 }
 
 TEST_CASE("interp: cross_entropy and mse") {
@@ -298,8 +303,8 @@ TEST_CASE("interp: every op kind is evaluated") {
   };
   auto binary = [](OpKind kind) -> Case {
     return [=](InterpFixture &f) {
-      return f.op(kind,
-                  {f.randomInput("a", {2, 3}, 1), f.randomInput("b", {2, 3}, 2)});
+      return f.op(
+          kind, {f.randomInput("a", {2, 3}, 1), f.randomInput("b", {2, 3}, 2)});
     };
   };
   std::map<OpKind, Case> cases = {
