@@ -52,9 +52,9 @@ public:
     return r.ok() ? r.value : nullptr;
   }
   Value *constant(double value, DType dtype) {
-    return create(OpKind::Constant, {},
-                  ir::Attrs{{"value", value},
-                            {"dtype", ir::dtypeName(dtype).str()}});
+    return create(
+        OpKind::Constant, {},
+        ir::Attrs{{"value", value}, {"dtype", ir::dtypeName(dtype).str()}});
   }
 
 private:
@@ -105,8 +105,8 @@ bool isSplat(const Value *v, double value) {
 
 // Normalises a permutation (negative axes count from the end); nullopt if it
 // is not one.
-std::optional<std::vector<int64_t>> normalizePerm(
-    const std::vector<int64_t> &perm) {
+std::optional<std::vector<int64_t>>
+normalizePerm(const std::vector<int64_t> &perm) {
   int64_t rank = static_cast<int64_t>(perm.size());
   std::vector<int64_t> out;
   std::vector<bool> seen(perm.size(), false);
@@ -161,9 +161,15 @@ std::optional<double> foldScalar(OpKind kind, llvm::ArrayRef<double> args,
   bool integer = ir::isInteger(out);
   double r;
   switch (kind) {
-  case OpKind::Add: r = args[0] + args[1]; break;
-  case OpKind::Sub: r = args[0] - args[1]; break;
-  case OpKind::Mul: r = args[0] * args[1]; break;
+  case OpKind::Add:
+    r = args[0] + args[1];
+    break;
+  case OpKind::Sub:
+    r = args[0] - args[1];
+    break;
+  case OpKind::Mul:
+    r = args[0] * args[1];
+    break;
   case OpKind::Div:
     if (args[1] == 0)
       return std::nullopt;
@@ -171,16 +177,35 @@ std::optional<double> foldScalar(OpKind kind, llvm::ArrayRef<double> args,
     r = integer ? (args[0] - std::fmod(args[0], args[1])) / args[1]
                 : args[0] / args[1];
     break;
-  case OpKind::Neg: r = -args[0]; break;
-  case OpKind::Exp: r = std::exp(args[0]); break;
-  case OpKind::Log: r = std::log(args[0]); break;
-  case OpKind::Sqrt: r = std::sqrt(args[0]); break;
-  case OpKind::Rsqrt: r = 1.0 / std::sqrt(args[0]); break;
-  case OpKind::Tanh: r = std::tanh(args[0]); break;
-  case OpKind::Relu: r = args[0] <= 0 ? 0.0 : args[0]; break;
-  case OpKind::Sigmoid: r = 1.0 / (1.0 + std::exp(-args[0])); break;
-  case OpKind::Cast: r = ir::roundToDType(args[0], out); break;
-  default: return std::nullopt;
+  case OpKind::Neg:
+    r = -args[0];
+    break;
+  case OpKind::Exp:
+    r = std::exp(args[0]);
+    break;
+  case OpKind::Log:
+    r = std::log(args[0]);
+    break;
+  case OpKind::Sqrt:
+    r = std::sqrt(args[0]);
+    break;
+  case OpKind::Rsqrt:
+    r = 1.0 / std::sqrt(args[0]);
+    break;
+  case OpKind::Tanh:
+    r = std::tanh(args[0]);
+    break;
+  case OpKind::Relu:
+    r = args[0] <= 0 ? 0.0 : args[0];
+    break;
+  case OpKind::Sigmoid:
+    r = 1.0 / (1.0 + std::exp(-args[0]));
+    break;
+  case OpKind::Cast:
+    r = ir::roundToDType(args[0], out);
+    break;
+  default:
+    return std::nullopt;
   }
   if (!std::isfinite(r))
     return std::nullopt;
@@ -194,10 +219,19 @@ std::optional<double> foldScalar(OpKind kind, llvm::ArrayRef<double> args,
 
 bool isFoldable(OpKind kind) {
   switch (kind) {
-  case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div:
-  case OpKind::Neg: case OpKind::Exp: case OpKind::Log: case OpKind::Sqrt:
-  case OpKind::Rsqrt: case OpKind::Tanh: case OpKind::Relu:
-  case OpKind::Sigmoid: case OpKind::Cast:
+  case OpKind::Add:
+  case OpKind::Sub:
+  case OpKind::Mul:
+  case OpKind::Div:
+  case OpKind::Neg:
+  case OpKind::Exp:
+  case OpKind::Log:
+  case OpKind::Sqrt:
+  case OpKind::Rsqrt:
+  case OpKind::Tanh:
+  case OpKind::Relu:
+  case OpKind::Sigmoid:
+  case OpKind::Cast:
     return true;
   default:
     return false;
@@ -264,9 +298,10 @@ Value *simplifyReshape(Rewriter &rw) {
   Value *x = inner->operand(0);
   if (x->type() == op.type())
     return x;
-  return rw.create(OpKind::Reshape, {x},
-                   ir::Attrs{{"shape", std::vector<int64_t>(op.type().shape.begin(),
-                                                            op.type().shape.end())}});
+  return rw.create(
+      OpKind::Reshape, {x},
+      ir::Attrs{{"shape", std::vector<int64_t>(op.type().shape.begin(),
+                                               op.type().shape.end())}});
 }
 
 // broadcast(x) to x's own shape -> x; broadcast(broadcast(x)) ->
@@ -282,9 +317,10 @@ Value *simplifyBroadcast(Rewriter &rw) {
   Value *x = inner->operand(0);
   if (x->type() == op.type())
     return x;
-  return rw.create(OpKind::Broadcast, {x},
-                   ir::Attrs{{"shape", std::vector<int64_t>(op.type().shape.begin(),
-                                                            op.type().shape.end())}});
+  return rw.create(
+      OpKind::Broadcast, {x},
+      ir::Attrs{{"shape", std::vector<int64_t>(op.type().shape.begin(),
+                                               op.type().shape.end())}});
 }
 
 // neg(neg(x)) -> x.

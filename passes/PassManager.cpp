@@ -77,8 +77,8 @@ LogicalResult PassManager::parsePipeline(llvm::StringRef pipeline,
     }
     const PassInfo *info = lookupPass(name);
     if (!info) {
-      diag.error("unknown pass '" + name + "' in --passes; known passes: " +
-                 knownPassList());
+      diag.error("unknown pass '" + name +
+                 "' in --passes; known passes: " + knownPassList());
       ok = false;
       continue;
     }
@@ -103,9 +103,8 @@ LogicalResult PassManager::checkOptions(DiagnosticEngine &diag) const {
       for (llvm::StringRef name : splitList(entry)) {
         if (name == "all" || lookupPass(name))
           continue;
-        bool added = llvm::any_of(passes_, [&](const auto &p) {
-          return p->name() == name;
-        });
+        bool added = llvm::any_of(
+            passes_, [&](const auto &p) { return p->name() == name; });
         if (added)
           continue;
         if (name.empty())
@@ -141,8 +140,8 @@ LogicalResult PassManager::run(ir::Module &module, DiagnosticEngine &diag) {
   auto writeDump = [&](llvm::StringRef what) -> LogicalResult {
     llvm::SmallString<256> path(options_.dumpDir);
     unsigned n = dumpIndex++;
-    std::string fileName = (n < 10 ? "0" : "") + std::to_string(n) + "-" +
-                           what.str() + ".mgir";
+    std::string fileName =
+        (n < 10 ? "0" : "") + std::to_string(n) + "-" + what.str() + ".mgir";
     llvm::sys::path::append(path, fileName);
     std::error_code ec;
     llvm::raw_fd_ostream os(path, ec, llvm::sys::fs::OF_Text);
@@ -178,7 +177,9 @@ LogicalResult PassManager::run(ir::Module &module, DiagnosticEngine &diag) {
     double total = 0;
     for (const auto &t : timings)
       total += t.second;
-    auto percent = [&](double s) { return total > 0 ? 100.0 * s / total : 0.0; };
+    auto percent = [&](double s) {
+      return total > 0 ? 100.0 * s / total : 0.0;
+    };
     dumpStream_ << "===" << std::string(73, '-') << "===\n"
                 << "                        ... Pass execution timing report "
                    "...\n"

@@ -1,8 +1,8 @@
 // The pass manager: pipeline parsing against the registry, verification
 // after each pass, IR dumps, timing and the dump directory.
+#include "passes/PassManager.h"
 #include "ir/Builder.h"
 #include "ir/Printer.h"
-#include "passes/PassManager.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
@@ -194,7 +194,8 @@ TEST_CASE("print-ir-before and print-ir-after select passes by name") {
   REQUIRE(succeeded(pm.run(f.module, f.diag)));
   const std::string &d = f.dumps();
   CHECK(countOf(d, "IR Dump") == 2);
-  size_t before = d.find("// -----// IR Dump Before cse //----- //\nmodule @m {");
+  size_t before =
+      d.find("// -----// IR Dump Before cse //----- //\nmodule @m {");
   size_t after = d.find("// -----// IR Dump After dce //----- //\nmodule @m {");
   REQUIRE(before != std::string::npos);
   REQUIRE(after != std::string::npos);
@@ -213,8 +214,9 @@ TEST_CASE("verify-each catches a pass that breaks the module") {
   pm.addPass(std::make_unique<BreakTypesPass>());
   pm.addPass(std::make_unique<RecordingPass>("after", log));
   CHECK(failed(pm.run(f.module, f.diag)));
-  CHECK(f.diags().find("error: pass 'break-types' produced an invalid module") ==
-        f.diags().find("error:"));
+  CHECK(
+      f.diags().find("error: pass 'break-types' produced an invalid module") ==
+      f.diags().find("error:"));
   CHECK(f.diags().find("declares result type f64[7]") != std::string::npos);
   CHECK(log.empty()); // the pipeline stopped
 

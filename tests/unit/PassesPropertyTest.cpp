@@ -68,9 +68,10 @@ private:
     Value *c = constant(b);
     if (t.isScalar())
       return c;
-    return b.create(OpKind::Broadcast, {c},
-                    Attrs{{"shape", std::vector<int64_t>(t.shape.begin(),
-                                                         t.shape.end())}})
+    return b
+        .create(OpKind::Broadcast, {c},
+                Attrs{{"shape",
+                       std::vector<int64_t>(t.shape.begin(), t.shape.end())}})
         .value;
   }
 
@@ -78,7 +79,9 @@ private:
     Value *a = pool_[pick(pool_.size())];
     Value *result = nullptr;
     switch (pick(9)) {
-    case 0: case 1: case 2: {
+    case 0:
+    case 1:
+    case 2: {
       static const OpKind binary[] = {OpKind::Add, OpKind::Sub, OpKind::Mul,
                                       OpKind::Div};
       OpKind kind = binary[pick(4)];
@@ -102,9 +105,9 @@ private:
     case 5: {
       static const std::vector<int64_t> shapes[] = {{6}, {2, 3}, {3, 2}};
       if (a->type().size() == 6)
-        result = b.create(OpKind::Reshape, {a},
-                          Attrs{{"shape", shapes[pick(3)]}})
-                     .value;
+        result =
+            b.create(OpKind::Reshape, {a}, Attrs{{"shape", shapes[pick(3)]}})
+                .value;
       break;
     }
     case 6: {
@@ -156,7 +159,8 @@ bool sameNumbers(const std::vector<double> &a, const std::vector<double> &b) {
 
 TEST_CASE("passes keep random graphs valid and their values unchanged") {
   const char *pipelines[] = {"canonicalize", "cse", "dce",
-                             "canonicalize,cse,dce", "cse,canonicalize,dce,cse"};
+                             "canonicalize,cse,dce",
+                             "cse,canonicalize,dce,cse"};
   unsigned simplified = 0;
   for (uint64_t seed = 1; seed <= 150; ++seed) {
     for (const char *pipeline : pipelines) {

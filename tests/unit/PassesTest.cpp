@@ -43,8 +43,9 @@ struct PassFixture {
   }
   Value *splat(double v, llvm::ArrayRef<int64_t> shape,
                DType dtype = DType::F32) {
-    return op(OpKind::Broadcast, {constant(v, dtype)},
-              Attrs{{"shape", std::vector<int64_t>(shape.begin(), shape.end())}});
+    return op(
+        OpKind::Broadcast, {constant(v, dtype)},
+        Attrs{{"shape", std::vector<int64_t>(shape.begin(), shape.end())}});
   }
   void output(const std::string &name, Value *v) { g().addOutput(name, v); }
 
@@ -87,9 +88,11 @@ const TensorType f32x23(DType::F32, {2, 3});
 TEST_CASE("canonicalize: transpose of transpose composes the permutations") {
   PassFixture f;
   Value *x = f.input("x", TensorType(DType::F32, {2, 3, 4}));
-  Value *t1 = f.op(OpKind::Transpose, {x}, Attrs{{"perm", std::vector<int64_t>{1, 2, 0}}});
+  Value *t1 = f.op(OpKind::Transpose, {x},
+                   Attrs{{"perm", std::vector<int64_t>{1, 2, 0}}});
   // [3, 4, 2] -> [4, 3, 2]; composed: x.perm[2, 1, 0].
-  Value *t2 = f.op(OpKind::Transpose, {t1}, Attrs{{"perm", std::vector<int64_t>{1, 0, 2}}});
+  Value *t2 = f.op(OpKind::Transpose, {t1},
+                   Attrs{{"perm", std::vector<int64_t>{1, 0, 2}}});
   f.output("y", t2);
   f.run("canonicalize");
   CHECK(f.g().numOps() == 1);
@@ -101,13 +104,17 @@ TEST_CASE("canonicalize: transpose of transpose composes the permutations") {
   CHECK(t->type() == TensorType(DType::F32, {4, 3, 2}));
 }
 
-TEST_CASE("canonicalize: transposes that cancel, and identity transposes, vanish") {
+TEST_CASE(
+    "canonicalize: transposes that cancel, and identity transposes, vanish") {
   PassFixture f;
   Value *x = f.input("x", TensorType(DType::F32, {2, 3, 4}));
-  Value *t1 = f.op(OpKind::Transpose, {x}, Attrs{{"perm", std::vector<int64_t>{1, 2, 0}}});
+  Value *t1 = f.op(OpKind::Transpose, {x},
+                   Attrs{{"perm", std::vector<int64_t>{1, 2, 0}}});
   // Negative axes count from the end: [-1, 0, 1] is [2, 0, 1], the inverse.
-  Value *t2 = f.op(OpKind::Transpose, {t1}, Attrs{{"perm", std::vector<int64_t>{-1, 0, 1}}});
-  Value *id = f.op(OpKind::Transpose, {x}, Attrs{{"perm", std::vector<int64_t>{0, 1, 2}}});
+  Value *t2 = f.op(OpKind::Transpose, {t1},
+                   Attrs{{"perm", std::vector<int64_t>{-1, 0, 1}}});
+  Value *id = f.op(OpKind::Transpose, {x},
+                   Attrs{{"perm", std::vector<int64_t>{0, 1, 2}}});
   f.output("y", t2);
   f.output("z", id);
   f.run("canonicalize");
@@ -119,8 +126,10 @@ TEST_CASE("canonicalize: transposes that cancel, and identity transposes, vanish
 TEST_CASE("canonicalize: a transpose that is still used elsewhere stays") {
   PassFixture f;
   Value *x = f.input("x", f32x23);
-  Value *t1 = f.op(OpKind::Transpose, {x}, Attrs{{"perm", std::vector<int64_t>{1, 0}}});
-  Value *t2 = f.op(OpKind::Transpose, {t1}, Attrs{{"perm", std::vector<int64_t>{1, 0}}});
+  Value *t1 =
+      f.op(OpKind::Transpose, {x}, Attrs{{"perm", std::vector<int64_t>{1, 0}}});
+  Value *t2 = f.op(OpKind::Transpose, {t1},
+                   Attrs{{"perm", std::vector<int64_t>{1, 0}}});
   f.output("y", t2);
   f.output("t", t1);
   f.run("canonicalize");
@@ -191,8 +200,10 @@ TEST_CASE("canonicalize: neg of neg") {
 TEST_CASE("canonicalize: dropout with p = 0 is the identity") {
   PassFixture f;
   Value *x = f.input("x", f32x23);
-  f.output("p0", f.op(OpKind::Dropout, {x}, Attrs{{"p", 0.0}, {"seed", int64_t(3)}}));
-  f.output("p1", f.op(OpKind::Dropout, {x}, Attrs{{"p", 0.1}, {"seed", int64_t(3)}}));
+  f.output("p0",
+           f.op(OpKind::Dropout, {x}, Attrs{{"p", 0.0}, {"seed", int64_t(3)}}));
+  f.output("p1",
+           f.op(OpKind::Dropout, {x}, Attrs{{"p", 0.1}, {"seed", int64_t(3)}}));
   f.run("canonicalize");
   CHECK(f.out(0) == x);
   REQUIRE(def(f.out(1)));
@@ -212,7 +223,8 @@ TEST_CASE("canonicalize: additive and multiplicative identities") {
   // Through a chain of broadcasts too.
   Value *c = f.op(OpKind::Broadcast, {f.constant(0)},
                   Attrs{{"shape", std::vector<int64_t>{3}}});
-  c = f.op(OpKind::Broadcast, {c}, Attrs{{"shape", std::vector<int64_t>{2, 3}}});
+  c = f.op(OpKind::Broadcast, {c},
+           Attrs{{"shape", std::vector<int64_t>{2, 3}}});
   f.output("x_plus_bb0", f.op(OpKind::Add, {x, c}));
   // Scalars: the constant is used directly.
   Value *s = f.input("s", TensorType(DType::F32, {}));
@@ -281,7 +293,8 @@ TEST_CASE("canonicalize: folding agrees with the reference interpreter") {
   Value *a = f.constant(0.3, DType::F32);
   Value *c = f.constant(1.7, DType::F32);
   Value *e = f.op(OpKind::Exp, {f.op(OpKind::Mul, {a, c})});
-  Value *y = f.op(OpKind::Sigmoid, {f.op(OpKind::Sub, {e, f.op(OpKind::Tanh, {c})})});
+  Value *y =
+      f.op(OpKind::Sigmoid, {f.op(OpKind::Sub, {e, f.op(OpKind::Tanh, {c})})});
   f.output("y", y);
   auto before = interpret(f.module, {}, f.diag);
   REQUIRE(before);
@@ -325,7 +338,8 @@ TEST_CASE("canonicalize: folds that would change behaviour are left alone") {
   f.output("f16", f.op(OpKind::Cast, {f.constant(1e6)},
                        Attrs{{"dtype", std::string("f16")}}));
   // Integers: division by zero, overflow, a cast out of range.
-  f.output("idiv0", f.op(OpKind::Div, {f.constant(7, DType::I32), f.constant(0, DType::I32)}));
+  f.output("idiv0", f.op(OpKind::Div, {f.constant(7, DType::I32),
+                                       f.constant(0, DType::I32)}));
   f.output("iover", f.op(OpKind::Mul, {f.constant(65536, DType::I32),
                                        f.constant(65536, DType::I32)}));
   f.output("range", f.op(OpKind::Cast, {f.constant(3e9)},
@@ -365,17 +379,21 @@ TEST_CASE("canonicalize: integer folding truncates like the interpreter") {
   }
 }
 
-TEST_CASE("canonicalize: new ops keep the location and scope of the op they replace") {
+TEST_CASE("canonicalize: new ops keep the location and scope of the op they "
+          "replace") {
   PassFixture f;
   Value *x = f.input("x", f32x23);
   Loc inner = Loc::make("model.mg", 3, 7), outer = Loc::make("model.mg", 4, 9);
   f.b.setLoc(inner);
-  Value *t1 = f.op(OpKind::Transpose, {x}, Attrs{{"perm", std::vector<int64_t>{1, 0}}});
-  Value *r1 = f.op(OpKind::Reshape, {x}, Attrs{{"shape", std::vector<int64_t>{6}}});
+  Value *t1 =
+      f.op(OpKind::Transpose, {x}, Attrs{{"perm", std::vector<int64_t>{1, 0}}});
+  Value *r1 =
+      f.op(OpKind::Reshape, {x}, Attrs{{"shape", std::vector<int64_t>{6}}});
   Value *one = f.constant(1), *two = f.constant(2);
   f.b.setLoc(outer);
   f.b.setScope("blocks.1");
-  Value *t2 = f.op(OpKind::Reshape, {r1}, Attrs{{"shape", std::vector<int64_t>{3, 2}}});
+  Value *t2 =
+      f.op(OpKind::Reshape, {r1}, Attrs{{"shape", std::vector<int64_t>{3, 2}}});
   Value *folded = f.op(OpKind::Add, {one, two});
   f.output("t", t2);
   f.output("c", folded);
@@ -399,16 +417,19 @@ TEST_CASE("canonicalize: rules feed each other up to a fixpoint") {
   // sub(3, 3) folds to 0, so x + broadcast(0) is x; then ((x * 1) / 1) - 0
   // and a chain of six negations also reduce to x.
   Value *zero = f.op(OpKind::Sub, {f.constant(3), f.constant(3)});
-  Value *v = f.op(OpKind::Add, {x, f.op(OpKind::Broadcast, {zero},
-                                        Attrs{{"shape", std::vector<int64_t>{2, 3}}})});
+  Value *v = f.op(OpKind::Add,
+                  {x, f.op(OpKind::Broadcast, {zero},
+                           Attrs{{"shape", std::vector<int64_t>{2, 3}}})});
   Value *one = f.op(OpKind::Div, {f.constant(2), f.constant(2)});
-  Value *ones = f.op(OpKind::Broadcast, {one}, Attrs{{"shape", std::vector<int64_t>{2, 3}}});
+  Value *ones = f.op(OpKind::Broadcast, {one},
+                     Attrs{{"shape", std::vector<int64_t>{2, 3}}});
   v = f.op(OpKind::Mul, {v, ones});
   v = f.op(OpKind::Div, {v, ones});
   v = f.op(OpKind::Sub, {v, f.splat(0, {2, 3})});
   for (int i = 0; i < 6; ++i)
     v = f.op(OpKind::Neg, {v});
-  Value *t = f.op(OpKind::Transpose, {v}, Attrs{{"perm", std::vector<int64_t>{1, 0}}});
+  Value *t =
+      f.op(OpKind::Transpose, {v}, Attrs{{"perm", std::vector<int64_t>{1, 0}}});
   t = f.op(OpKind::Transpose, {t}, Attrs{{"perm", std::vector<int64_t>{1, 0}}});
   f.output("y", t);
   f.run("canonicalize");
@@ -471,11 +492,15 @@ TEST_CASE("cse: commutative ops match in either operand order") {
 TEST_CASE("cse: different attributes, types or operands are kept apart") {
   PassFixture f;
   Value *x = f.input("x", TensorType(DType::F32, {2, 3, 4}));
-  f.output("p1", f.op(OpKind::Transpose, {x}, Attrs{{"perm", std::vector<int64_t>{1, 0, 2}}}));
-  f.output("p2", f.op(OpKind::Transpose, {x}, Attrs{{"perm", std::vector<int64_t>{2, 0, 1}}}));
-  f.output("s0", f.op(OpKind::Sum, {x}, Attrs{{"axes", std::vector<int64_t>{0}}}));
-  f.output("s0k", f.op(OpKind::Sum, {x}, Attrs{{"axes", std::vector<int64_t>{0}},
-                                              {"keepdims", true}}));
+  f.output("p1", f.op(OpKind::Transpose, {x},
+                      Attrs{{"perm", std::vector<int64_t>{1, 0, 2}}}));
+  f.output("p2", f.op(OpKind::Transpose, {x},
+                      Attrs{{"perm", std::vector<int64_t>{2, 0, 1}}}));
+  f.output("s0",
+           f.op(OpKind::Sum, {x}, Attrs{{"axes", std::vector<int64_t>{0}}}));
+  f.output("s0k",
+           f.op(OpKind::Sum, {x},
+                Attrs{{"axes", std::vector<int64_t>{0}}, {"keepdims", true}}));
   f.output("c32", f.constant(1, DType::F32));
   f.output("c64", f.constant(1, DType::F64));
   f.output("zero", f.constant(0.0));
@@ -551,20 +576,27 @@ TEST_CASE("the passes preserve what the interpreter computes") {
   TensorType t(DType::F64, {2, 3});
   Value *x = f.input("x", t);
   Value *w = f.input("w", TensorType(DType::F64, {3, 2}));
-  Value *xt = f.op(OpKind::Transpose, {x}, Attrs{{"perm", std::vector<int64_t>{1, 0}}});
-  Value *xtt = f.op(OpKind::Transpose, {xt}, Attrs{{"perm", std::vector<int64_t>{1, 0}}});
+  Value *xt =
+      f.op(OpKind::Transpose, {x}, Attrs{{"perm", std::vector<int64_t>{1, 0}}});
+  Value *xtt = f.op(OpKind::Transpose, {xt},
+                    Attrs{{"perm", std::vector<int64_t>{1, 0}}});
   Value *m1 = f.op(OpKind::Matmul, {xtt, w});
   Value *m2 = f.op(OpKind::Matmul, {x, w});
-  Value *half = f.op(OpKind::Div, {f.constant(1, DType::F64), f.constant(2, DType::F64)});
-  Value *h = f.op(OpKind::Broadcast, {half}, Attrs{{"shape", std::vector<int64_t>{2, 2}}});
-  Value *s = f.op(OpKind::Add, {f.op(OpKind::Mul, {m1, h}), f.op(OpKind::Mul, {h, m2})});
+  Value *half =
+      f.op(OpKind::Div, {f.constant(1, DType::F64), f.constant(2, DType::F64)});
+  Value *h = f.op(OpKind::Broadcast, {half},
+                  Attrs{{"shape", std::vector<int64_t>{2, 2}}});
+  Value *s = f.op(OpKind::Add,
+                  {f.op(OpKind::Mul, {m1, h}), f.op(OpKind::Mul, {h, m2})});
   Value *z = f.op(OpKind::Add, {s, f.splat(0, {2, 2}, DType::F64)});
   f.op(OpKind::Exp, {z}); // dead
   f.output("y", f.op(OpKind::Tanh, {z}));
-  f.output("loss", f.op(OpKind::Mean, {z}, Attrs{{"axes", std::vector<int64_t>{0, 1}}}));
+  f.output("loss", f.op(OpKind::Mean, {z},
+                        Attrs{{"axes", std::vector<int64_t>{0, 1}}}));
   TensorMap args;
   args["x"] = HostTensor(t, {0.5, -1, 2, 0.25, 3, -0.75});
-  args["w"] = HostTensor(TensorType(DType::F64, {3, 2}), {1, 2, -1, 0.5, 0.125, 4});
+  args["w"] =
+      HostTensor(TensorType(DType::F64, {3, 2}), {1, 2, -1, 0.5, 0.125, 4});
   auto before = interpret(f.module, args, f.diag);
   REQUIRE(before);
   for (const char *pass : {"canonicalize", "cse", "dce"})
