@@ -387,3 +387,14 @@ TEST_CASE("interp: every op kind is evaluated") {
   }
   CHECK(cases.size() == allOpInfos().size());
 }
+
+TEST_CASE("interp: roundToDType matches cast") {
+  CHECK(roundToDType(1.00390625, DType::BF16) == 1.0);
+  CHECK(roundToDType(1.01171875, DType::BF16) == 1.015625);
+  CHECK(roundToDType(1.0 + 0x1p-11, DType::F16) == 1.0);
+  CHECK(roundToDType(0.1, DType::F32) == static_cast<double>(0.1f));
+  CHECK(roundToDType(0.1, DType::F64) == 0.1);
+  CHECK(roundToDType(-2.7, DType::I32) == -2);
+  CHECK(std::isnan(roundToDType(std::nan(""), DType::BF16)));
+  CHECK(roundToDType(-kInf, DType::F16) == -kInf);
+}
