@@ -11,7 +11,9 @@
 namespace mgc::ir {
 
 struct PrintOptions {
-  // Append loc("file":line:col) to ops and arguments that have a location.
+  // Append loc("file":line:col) to op, argument and output lines
+  // (loc(unknown) where the location is not known, so that it reads back
+  // as unknown rather than as the line of the .mgir file).
   bool locations = false;
 };
 
