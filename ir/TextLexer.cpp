@@ -5,9 +5,7 @@
 namespace mgc::ir {
 
 bool isIdentStart(char c) { return llvm::isAlpha(c) || c == '_'; }
-bool isIdentChar(char c) {
-  return llvm::isAlnum(c) || c == '_' || c == '.';
-}
+bool isIdentChar(char c) { return llvm::isAlnum(c) || c == '_' || c == '.'; }
 
 bool isIdentifier(llvm::StringRef s) {
   if (s.empty() || !isIdentStart(s[0]))
@@ -29,11 +27,21 @@ std::string quoteString(llvm::StringRef s) {
   for (char c : s) {
     auto u = static_cast<unsigned char>(c);
     switch (c) {
-    case '"': out += "\\\""; break;
-    case '\\': out += "\\\\"; break;
-    case '\n': out += "\\n"; break;
-    case '\t': out += "\\t"; break;
-    case '\r': out += "\\r"; break;
+    case '"':
+      out += "\\\"";
+      break;
+    case '\\':
+      out += "\\\\";
+      break;
+    case '\n':
+      out += "\\n";
+      break;
+    case '\t':
+      out += "\\t";
+      break;
+    case '\r':
+      out += "\\r";
+      break;
     default:
       if (u < 0x20 || u == 0x7f)
         appendHex(out, u);
@@ -98,8 +106,8 @@ Token TextLexer::make(TokenKind kind, size_t begin, uint32_t line,
   return t;
 }
 
-Token TextLexer::error(const std::string &message, size_t begin,
-                       uint32_t line, uint32_t col) {
+Token TextLexer::error(const std::string &message, size_t begin, uint32_t line,
+                       uint32_t col) {
   Token t = make(TokenKind::Error, begin, line, col);
   t.value = message;
   return t;
@@ -119,19 +127,32 @@ Token TextLexer::next() {
     return make(kind, begin, line, col);
   };
   switch (c) {
-  case '{': return single(TokenKind::LBrace);
-  case '}': return single(TokenKind::RBrace);
-  case '(': return single(TokenKind::LParen);
-  case ')': return single(TokenKind::RParen);
-  case '[': return single(TokenKind::LBracket);
-  case ']': return single(TokenKind::RBracket);
-  case ',': return single(TokenKind::Comma);
-  case ':': return single(TokenKind::Colon);
-  case '=': return single(TokenKind::Equal);
-  case '"': return lexString(begin, line, col);
-  case '%': return lexSigilName(TokenKind::ValueName, begin, line, col);
-  case '@': return lexSigilName(TokenKind::ModuleName, begin, line, col);
-  default: break;
+  case '{':
+    return single(TokenKind::LBrace);
+  case '}':
+    return single(TokenKind::RBrace);
+  case '(':
+    return single(TokenKind::LParen);
+  case ')':
+    return single(TokenKind::RParen);
+  case '[':
+    return single(TokenKind::LBracket);
+  case ']':
+    return single(TokenKind::RBracket);
+  case ',':
+    return single(TokenKind::Comma);
+  case ':':
+    return single(TokenKind::Colon);
+  case '=':
+    return single(TokenKind::Equal);
+  case '"':
+    return lexString(begin, line, col);
+  case '%':
+    return lexSigilName(TokenKind::ValueName, begin, line, col);
+  case '@':
+    return lexSigilName(TokenKind::ModuleName, begin, line, col);
+  default:
+    break;
   }
   if (llvm::isDigit(c) || (c == '-' && llvm::isDigit(peek(1))))
     return lexNumber(begin, line, col);
@@ -207,11 +228,26 @@ Token TextLexer::lexString(size_t begin, uint32_t line, uint32_t col) {
     advance();
     char e = peek();
     switch (e) {
-    case '"': value += '"'; advance(); continue;
-    case '\\': value += '\\'; advance(); continue;
-    case 'n': value += '\n'; advance(); continue;
-    case 't': value += '\t'; advance(); continue;
-    case 'r': value += '\r'; advance(); continue;
+    case '"':
+      value += '"';
+      advance();
+      continue;
+    case '\\':
+      value += '\\';
+      advance();
+      continue;
+    case 'n':
+      value += '\n';
+      advance();
+      continue;
+    case 't':
+      value += '\t';
+      advance();
+      continue;
+    case 'r':
+      value += '\r';
+      advance();
+      continue;
     case 'x': {
       unsigned hi = llvm::hexDigitValue(peek(1));
       unsigned lo = llvm::hexDigitValue(peek(2));

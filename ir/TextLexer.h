@@ -57,8 +57,7 @@ private:
   // Reads a quoted string starting at pos_ (the opening quote): a String
   // token with the decoded contents, or an Error token.
   Token lexString(size_t begin, uint32_t line, uint32_t col);
-  Token lexSigilName(TokenKind kind, size_t begin, uint32_t line,
-                     uint32_t col);
+  Token lexSigilName(TokenKind kind, size_t begin, uint32_t line, uint32_t col);
   void advance();
   char peek(size_t ahead = 0) const {
     return pos_ + ahead < text_.size() ? text_[pos_ + ahead] : '\0';

@@ -32,9 +32,7 @@ public:
 
 private:
   void consume() { tok_ = lexer_.next(); }
-  Loc locOf(const Token &tok) const {
-    return Loc{file_, tok.line, tok.col};
-  }
+  Loc locOf(const Token &tok) const { return Loc{file_, tok.line, tok.col}; }
   LogicalResult errorAt(const Token &tok, const llvm::Twine &msg) {
     diag_.error(locOf(tok), msg);
     return failure();
@@ -219,14 +217,13 @@ LogicalResult TextParser::parseInit(Init &init) {
                                 "uniform)");
   init.kind = word == "normal" ? InitKind::Normal : InitKind::Uniform;
   consume();
-  if (failed(expect(TokenKind::LParen,
-                    "'(' after '" + word + "'")) ||
+  if (failed(expect(TokenKind::LParen, "'(' after '" + word + "'")) ||
       failed(parseNumber(init.a, "a number")) ||
-      failed(expect(TokenKind::Comma, "',' between the two numbers of '" +
-                                          word + "'")) ||
+      failed(expect(TokenKind::Comma,
+                    "',' between the two numbers of '" + word + "'")) ||
       failed(parseNumber(init.b, "a number")) ||
-      failed(expect(TokenKind::RParen, "')' after the two numbers of '" +
-                                           word + "'")))
+      failed(expect(TokenKind::RParen,
+                    "')' after the two numbers of '" + word + "'")))
     return failure();
   return success();
 }
@@ -508,8 +505,8 @@ LogicalResult TextParser::parseOptionalLoc(Loc &loc) {
   if (failed(parseInt(line)))
     return failure();
   if (line < 1 || line > std::numeric_limits<uint32_t>::max())
-    return errorAt(lineTok, "line number out of range: " +
-                                describeToken(lineTok));
+    return errorAt(lineTok,
+                   "line number out of range: " + describeToken(lineTok));
   if (failed(expect(TokenKind::Colon, "':' after the line number")))
     return failure();
   if (!tok_.is(TokenKind::Integer))
@@ -518,8 +515,8 @@ LogicalResult TextParser::parseOptionalLoc(Loc &loc) {
   if (failed(parseInt(col)))
     return failure();
   if (col < 0 || col > std::numeric_limits<uint32_t>::max())
-    return errorAt(colTok, "column number out of range: " +
-                               describeToken(colTok));
+    return errorAt(colTok,
+                   "column number out of range: " + describeToken(colTok));
   if (failed(expect(TokenKind::RParen, "')' to close loc(...)")))
     return failure();
   loc = Loc::make(fileName, static_cast<uint32_t>(line),

@@ -73,8 +73,8 @@ struct AllOpsModule {
     Value *c = b.constant(0.5, DType::F32);
     covered.insert(OpKind::Constant);
     make(b, OpKind::Cast, {x}, {{"dtype", std::string("f64")}});
-    for (OpKind k : {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Div,
-                     OpKind::Mse})
+    for (OpKind k :
+         {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Div, OpKind::Mse})
       make(b, k, {x, x});
     b.setScope("blocks.0.attn");
     for (OpKind k : {OpKind::Neg, OpKind::Exp, OpKind::Log, OpKind::Sqrt,
@@ -88,8 +88,8 @@ struct AllOpsModule {
     Value *h = make(b, OpKind::Matmul, {x, w});
     make(b, OpKind::Embedding, {table, ids});
     make(b, OpKind::Reshape, {x}, {{"shape", std::vector<int64_t>{6, 4}}});
-    Value *xt =
-        make(b, OpKind::Transpose, {x}, {{"perm", std::vector<int64_t>{0, 2, 1}}});
+    Value *xt = make(b, OpKind::Transpose, {x},
+                     {{"perm", std::vector<int64_t>{0, 2, 1}}});
     make(b, OpKind::Slice, {x},
          {{"axis", int64_t(1)}, {"start", int64_t(0)}, {"end", int64_t(2)}});
     make(b, OpKind::Concat, {x, h, x}, {{"axis", int64_t(-3)}});
@@ -104,6 +104,14 @@ struct AllOpsModule {
     Value *att = make(b, OpKind::Attention, {x, x, x});
     b.setLoc(Loc::make("other file.mg", 1, 0));
     Value *loss = make(b, OpKind::CrossEntropy, {att, ids});
+    // Op kinds added to the table after this list was written (for example
+    // the internal ops of passes) are built from whatever operands and
+    // attribute values their shape rules accept.
+    b.setScope("grads");
+    std::vector<Value *> pool = {x, ids, w, gamma, scores, loss, att, table};
+    for (const OpInfo &info : allOpInfos())
+      if (!covered.count(info.kind))
+        makeAny(b, info, pool);
     g.addOutput("logits", att, false, Loc::make("model.mg", 30, 3));
     g.addOutput("loss", loss, true);
     g.addOutput("half", c);
@@ -116,6 +124,59 @@ struct AllOpsModule {
     REQUIRE(r.ok());
     covered.insert(kind);
     return r.value;
+  }
+
+  // Tries every tuple of operands from `pool` and a few values for each
+  // required attribute; creates the first op that the shape rule accepts.
+  void makeAny(Builder &b, const OpInfo &info, llvm::ArrayRef<Value *> pool) {
+    std::vector<std::vector<AttrValue>> choices;
+    for (const AttrSpec &spec : info.attrs) {
+      if (spec.defaultValue) {
+        choices.push_back({*spec.defaultValue});
+        continue;
+      }
+      switch (spec.type) {
+      case AttrType::Bool:
+        choices.push_back({false, true});
+        break;
+      case AttrType::Int:
+        choices.push_back({int64_t(10), int64_t(1), int64_t(0), int64_t(-1)});
+        break;
+      case AttrType::Float:
+        choices.push_back({0.5, 2.0});
+        break;
+      case AttrType::String:
+        choices.push_back({std::string("f32"), std::string("i32")});
+        break;
+      case AttrType::Ints:
+        choices.push_back({std::vector<int64_t>{}, std::vector<int64_t>{0},
+                           std::vector<int64_t>{-1}});
+        break;
+      }
+    }
+    size_t attrCombos = 1;
+    for (const auto &c : choices)
+      attrCombos *= c.size();
+    int arity = info.arity >= 0 ? info.arity : 2;
+    size_t tuples = 1;
+    for (int i = 0; i < arity; ++i)
+      tuples *= pool.size();
+    for (size_t t = 0; t < tuples; ++t) {
+      std::vector<Value *> operands;
+      for (size_t i = 0, rest = t; i < size_t(arity); ++i, rest /= pool.size())
+        operands.push_back(pool[rest % pool.size()]);
+      for (size_t a = 0; a < attrCombos; ++a) {
+        Attrs attrs;
+        for (size_t i = 0, rest = a; i < choices.size(); ++i) {
+          attrs.set(info.attrs[i].name, choices[i][rest % choices[i].size()]);
+          rest /= choices[i].size();
+        }
+        if (b.create(info.kind, operands, attrs).ok()) {
+          covered.insert(info.kind);
+          return;
+        }
+      }
+    }
   }
 };
 
@@ -204,7 +265,8 @@ TEST_CASE("IR text: printed lines") {
     INFO("missing: ", line);
     CHECK(text.find(line) != std::string::npos);
   };
-  has("module @all_ops attributes {empty = [], huge = -1.7976931348623157e+308, "
+  has("module @all_ops attributes {empty = [], huge = "
+      "-1.7976931348623157e+308, "
       "inf = inf, lr = 3e-04, milestones = [100, -200], nesterov = true, "
       "note = \"say \\\"hi\\\" \\\\ then\\n\\ttab \\x01 end\", "
       "optimizer = \"adamw\", steps = -10, tiny = 5e-324} {\n");
@@ -438,11 +500,11 @@ TEST_CASE("IR text: each parse error at its line and column") {
 TEST_CASE("IR text: several errors, without cascades") {
   const char *text = "module @m {\n"
                      "  input %x : f32[2]\n"
-                     "  %0 = nope(%x) : f32[2]\n"   // unknown op
-                     "  %1 = neg(%0) : f32[2]\n"    // uses the failed %0
-                     "  %2 = neg(%x) : g32[2]\n"    // unknown dtype
-                     "  output y = %2\n"            // uses the failed %2
-                     "  output z = %9\n"            // a new error
+                     "  %0 = nope(%x) : f32[2]\n" // unknown op
+                     "  %1 = neg(%0) : f32[2]\n"  // uses the failed %0
+                     "  %2 = neg(%x) : g32[2]\n"  // unknown dtype
+                     "  output y = %2\n"          // uses the failed %2
+                     "  output z = %9\n"          // a new error
                      "}\n";
   std::string diagText;
   auto m = parse(text, diagText);
@@ -455,8 +517,8 @@ TEST_CASE("IR text: several errors, without cascades") {
   CHECK(diagText.find("t.mgir:7:14: error: use of undefined value '%9'") !=
         std::string::npos);
   size_t errors = 0;
-  for (size_t pos = 0; (pos = diagText.find("error:", pos)) != std::string::npos;
-       ++pos)
+  for (size_t pos = 0;
+       (pos = diagText.find("error:", pos)) != std::string::npos; ++pos)
     ++errors;
   CHECK(errors == 3);
 }
@@ -470,8 +532,8 @@ TEST_CASE("IR text: the source line and a caret are shown") {
 }
 
 TEST_CASE("IR text: hostile inputs never crash") {
-  std::string deep = "module @m attributes {a = " + std::string(100000, '[') +
-                     "} {\n}\n";
+  std::string deep =
+      "module @m attributes {a = " + std::string(100000, '[') + "} {\n}\n";
   std::string diagText;
   CHECK(!parse(deep, diagText));
   CHECK(diagText.find("t.mgir:1:28: error: expected integer in the list, "
@@ -492,11 +554,20 @@ TEST_CASE("IR text: hostile inputs never crash") {
     for (int e = 0; e < edits; ++e) {
       size_t pos = rng() % (text.size() + 1);
       char c = static_cast<char>(
-          rng() % 8 == 0 ? rng() % 256 : alphabet[rng() % (sizeof(alphabet) - 1)]);
+          rng() % 8 == 0 ? rng() % 256
+                         : alphabet[rng() % (sizeof(alphabet) - 1)]);
       switch (rng() % 3) {
-      case 0: text.insert(pos, 1, c); break;
-      case 1: if (pos < text.size()) text.erase(pos, 1); break;
-      default: if (pos < text.size()) text[pos] = c; break;
+      case 0:
+        text.insert(pos, 1, c);
+        break;
+      case 1:
+        if (pos < text.size())
+          text.erase(pos, 1);
+        break;
+      default:
+        if (pos < text.size())
+          text[pos] = c;
+        break;
       }
     }
     std::string out;
