@@ -407,6 +407,7 @@ void Lowerer::lowerStmt(const Stmt &s, Frame &frame) {
                                     BindingKind::Input};
       return;
     }
+    argumentNames_.insert(s.name);
     ir::Value *v = module_->graph().addInput(s.name, *type, s.nameLoc);
     frame.names[s.name] = Binding{Val::ofTensor(v), s.nameLoc,
                                   BindingKind::Input};
@@ -428,7 +429,7 @@ void Lowerer::lowerStmt(const Stmt &s, Frame &frame) {
       return;
     }
     std::string full = qualify(frame, s.name);
-    if (module_->graph().findArgument(full)) {
+    if (!argumentNames_.insert(full).second) {
       error(s.nameLoc, "parameter name '" + full +
                            "' is already used by another argument");
       frame.names[s.name] = Binding{Val::poison(), s.nameLoc,
@@ -558,9 +559,24 @@ void Lowerer::lowerRepeat(const Stmt &s, Frame &frame) {
     return;
   }
   std::string prefix = qualify(frame, s.repeatName);
+  auto [firstUse, fresh] = repeatNames_.insert({prefix, s.repeatNameLoc});
+  if (!fresh) {
+    error(s.repeatNameLoc, "the copies of this repeat need a name of their "
+                           "own: '" + s.repeatName + "' is already used");
+    note(firstUse->second, "'" + s.repeatName + "' is first used here");
+    return;
+  }
   const Expr &body = *s.value;
   std::string savedScope = builder_->scope();
   for (int64_t i = 0; i < *n && !aborted_; ++i) {
+    // Nested repeats multiply: count every copy against the model's limit.
+    if (++instances_ > kMaxInstances) {
+      error(s.count->loc, "the model is too large: more than " +
+                              std::to_string(kMaxInstances) +
+                              " block instances and repeated copies");
+      aborted_ = true;
+      break;
+    }
     std::string path = prefix + "." + std::to_string(i);
     Val v;
     auto block = body.kind == ExprKind::Call ? blocks_.find(body.name)

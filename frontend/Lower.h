@@ -143,6 +143,8 @@ private:
   std::map<std::string, ConstInfo> consts_;
   std::map<std::string, const BlockDecl *> blocks_;
   std::set<const BlockDecl *> badBlocks_; // recursive: never instantiated
+  std::set<std::string> argumentNames_;   // inputs and parameters so far
+  std::map<std::string, Loc> repeatNames_; // qualified repeat prefixes
   std::set<const BlockDecl *> missingReturnReported_;
   std::vector<const BlockDecl *> callStack_;
   std::set<std::pair<std::string, std::string>> reported_; // (loc, message)

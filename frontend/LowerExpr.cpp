@@ -363,7 +363,8 @@ Val Lowerer::instantiate(const BlockDecl &block, std::vector<Val> args,
   }
   if (++instances_ > kMaxInstances) {
     error(call.loc, "the model is too large: more than " +
-                        std::to_string(kMaxInstances) + " block instances");
+                        std::to_string(kMaxInstances) +
+                        " block instances and repeated copies");
     aborted_ = true;
     return Val::poison();
   }
@@ -404,6 +405,8 @@ Val Lowerer::instantiate(const BlockDecl &block, std::vector<Val> args,
   lowerStmts(block.body, inner);
   callStack_.pop_back();
   builder_->setScope(savedScope);
+  if (aborted_)
+    return Val::poison();
   if (!inner.returned) {
     if (missingReturnReported_.insert(&block).second)
       error(block.endLoc.valid() ? block.endLoc : block.loc,
