@@ -25,6 +25,7 @@ enum OpTrait : unsigned {
   kCommutative = 1u << 1,
   kStochastic = 1u << 2, // depends on a seed (never merged by CSE unless equal)
   kReduction = 1u << 3,
+  kInternal = 1u << 4, // created by passes, not written in the language
 };
 
 // The operands of an op as the shape rule sees them.

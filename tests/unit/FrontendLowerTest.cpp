@@ -88,7 +88,8 @@ TEST_CASE("frontend lower: every op kind is reachable from a built-in") {
   }
   for (const ir::OpInfo &info : ir::allOpInfos()) {
     INFO(info.name.str());
-    CHECK(reachable.count(info.kind) == 1);
+    // Internal ops are created by passes, not written in the language.
+    CHECK(reachable.count(info.kind) == (info.has(ir::kInternal) ? 0 : 1));
   }
 }
 

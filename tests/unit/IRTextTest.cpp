@@ -104,6 +104,22 @@ struct AllOpsModule {
     Value *att = make(b, OpKind::Attention, {x, x, x});
     b.setLoc(Loc::make("other file.mg", 1, 0));
     Value *loss = make(b, OpKind::CrossEntropy, {att, ids});
+    // The internal backward ops (created by autodiff).
+    b.setScope("blocks.0.attn");
+    for (OpKind k : {OpKind::ReluGrad, OpKind::GeluGrad, OpKind::SigmoidGrad,
+                     OpKind::TanhGrad})
+      make(b, k, {x, x});
+    make(b, OpKind::SoftmaxGrad, {x, x}, {{"axis", int64_t(1)}});
+    make(b, OpKind::LogSoftmaxGrad, {x, x}, {{"axis", int64_t(-1)}});
+    make(b, OpKind::LayernormGradX, {x, x, gamma}, {{"eps", 1e-6}});
+    make(b, OpKind::EmbeddingGrad, {att, ids}, {{"rows", int64_t(10)}});
+    Value *mx = make(b, OpKind::Max, {x},
+                     {{"axes", std::vector<int64_t>{0, 2}}, {"keepdims", true}});
+    make(b, OpKind::MaxGrad, {mx, x, mx},
+         {{"axes", std::vector<int64_t>{0, 2}}, {"keepdims", true}});
+    make(b, OpKind::CausalMaskGrad, {scores});
+    make(b, OpKind::CrossEntropyGrad, {loss, att, ids});
+    b.setScope("");
     // Op kinds added to the table after this list was written (for example
     // the internal ops of passes) are built from whatever operands and
     // attribute values their shape rules accept.

@@ -374,6 +374,46 @@ TEST_CASE("interp: every op kind is evaluated") {
                                          f.randomInput("k", {3, 2}, 2),
                                          f.randomInput("v", {3, 2}, 3)});
        }},
+      // The internal backward ops (their values are checked against finite
+      // differences in GradCheckTest.cpp).
+      {OpKind::ReluGrad, binary(OpKind::ReluGrad)},
+      {OpKind::GeluGrad, binary(OpKind::GeluGrad)},
+      {OpKind::SigmoidGrad, binary(OpKind::SigmoidGrad)},
+      {OpKind::TanhGrad, binary(OpKind::TanhGrad)},
+      {OpKind::SoftmaxGrad, binary(OpKind::SoftmaxGrad)},
+      {OpKind::LogSoftmaxGrad, binary(OpKind::LogSoftmaxGrad)},
+      {OpKind::LayernormGradX,
+       [](InterpFixture &f) {
+         return f.op(OpKind::LayernormGradX, {f.randomInput("dy", {2, 3}, 1),
+                                              f.randomInput("x", {2, 3}, 2),
+                                              f.randomInput("g", {3}, 3)});
+       }},
+      {OpKind::EmbeddingGrad,
+       [](InterpFixture &f) {
+         return f.op(OpKind::EmbeddingGrad,
+                     {f.randomInput("dy", {2, 3}, 1),
+                      f.input("ids", i32({2}), {3, 0})},
+                     {{"rows", int64_t(4)}});
+       }},
+      {OpKind::MaxGrad,
+       [](InterpFixture &f) {
+         Attrs a{{"axes", std::vector<int64_t>{1}}};
+         Value *x = f.randomInput("x", {2, 3}, 1);
+         return f.op(OpKind::MaxGrad, {f.randomInput("dy", {2}, 2), x,
+                                       f.op(OpKind::Max, {x}, a)},
+                     a);
+       }},
+      {OpKind::CrossEntropyGrad,
+       [](InterpFixture &f) {
+         return f.op(OpKind::CrossEntropyGrad,
+                     {f.randomInput("dy", {}, 3), f.randomInput("l", {2, 3}, 1),
+                      f.input("y", i32({2}), {2, 0})});
+       }},
+      {OpKind::CausalMaskGrad,
+       [](InterpFixture &f) {
+         return f.op(OpKind::CausalMaskGrad,
+                     {f.randomInput("s", {2, 3, 3}, 1)});
+       }},
   };
   for (const OpInfo &info : allOpInfos()) {
     INFO("op " << info.name.str());

@@ -89,7 +89,7 @@ public:
 
 } // namespace
 
-TEST_CASE("the registry lists canonicalize, cse and dce") {
+TEST_CASE("the registry lists canonicalize, cse, dce and autodiff") {
   std::vector<std::string> names;
   for (const PassInfo &info : registeredPasses()) {
     names.push_back(info.name.str());
@@ -98,7 +98,8 @@ TEST_CASE("the registry lists canonicalize, cse and dce") {
     REQUIRE(p);
     CHECK(p->name() == info.name);
   }
-  CHECK(names == std::vector<std::string>{"canonicalize", "cse", "dce"});
+  CHECK(names == std::vector<std::string>{"canonicalize", "cse", "dce",
+                                            "autodiff"});
 }
 
 TEST_CASE("parsePipeline runs the named passes in order") {
@@ -143,7 +144,7 @@ TEST_CASE("an unknown pass is reported with the list of known passes") {
   PassManager pm({}, f.dumpStream);
   CHECK(failed(pm.parsePipeline("canonicalize,csee", f.diag)));
   CHECK(f.diags() == "mgc: error: unknown pass 'csee' in --passes; known "
-                     "passes: canonicalize, cse, dce\n");
+                     "passes: canonicalize, cse, dce, autodiff\n");
   // Nothing was added: the module is untouched.
   std::string before = printModuleToString(f.module);
   REQUIRE(succeeded(pm.run(f.module, f.diag)));

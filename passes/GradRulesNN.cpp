@@ -1,0 +1,155 @@
+// Gradient rules of the neural-network ops: normalisations, matmul,
+// embedding, losses and attention. Where a fused backward op is what a fast
+// backend wants (llm.c, Megatron), the rule emits one of the internal
+// *_grad ops; otherwise it composes existing ops.
+#include "passes/GradRules.h"
+
+#include <cmath>
+#include <vector>
+
+namespace mgc::passes::grad {
+
+using ir::OpKind;
+using ir::Value;
+using Grads = llvm::MutableArrayRef<Value *>;
+
+namespace {
+
+std::vector<int64_t> leadingAxes(const ir::TensorType &t, int64_t keep) {
+  std::vector<int64_t> axes;
+  for (int64_t d = 0; d + keep < t.rank(); ++d)
+    axes.push_back(d);
+  return axes;
+}
+
+// Sums v over all axes but the last `keep` ones (nothing to do when there
+// are none).
+Value *sumLeading(GradContext &ctx, Value *v, int64_t keep) {
+  if (!v)
+    return nullptr;
+  std::vector<int64_t> axes = leadingAxes(v->type(), keep);
+  if (axes.empty())
+    return v;
+  return ctx.create(OpKind::Sum, {v}, {{"axes", axes}, {"keepdims", false}});
+}
+
+// [..., R, C] -> [prod(...) * R, C].
+Value *flattenRows(GradContext &ctx, Value *v) {
+  if (!v || v->type().rank() == 2)
+    return v;
+  const ir::TensorType &t = v->type();
+  int64_t cols = t.shape.back();
+  return ctx.create(OpKind::Reshape, {v},
+                    {{"shape", std::vector<int64_t>{t.size() / cols, cols}}});
+}
+
+} // namespace
+
+void gradSoftmax(GradContext &ctx, Grads grads) {
+  grads[0] = ctx.create(OpKind::SoftmaxGrad, {ctx.dy(), ctx.y()}, ctx.attrs());
+}
+
+void gradLogSoftmax(GradContext &ctx, Grads grads) {
+  grads[0] =
+      ctx.create(OpKind::LogSoftmaxGrad, {ctx.dy(), ctx.y()}, ctx.attrs());
+}
+
+// dx by the fused layernorm_grad_x; dgamma = sum(dy * xhat) and
+// dbeta = sum(dy) over the leading axes, with xhat recomputed as layernorm
+// with unit gamma and zero beta (as Megatron recomputes it).
+void gradLayernorm(GradContext &ctx, Grads grads) {
+  Value *x = ctx.x(0), *gamma = ctx.x(1);
+  if (ctx.needs(0))
+    grads[0] =
+        ctx.create(OpKind::LayernormGradX, {ctx.dy(), x, gamma}, ctx.attrs());
+  if (ctx.needs(1)) {
+    const ir::TensorType &pt = gamma->type();
+    Value *xhat =
+        ctx.create(OpKind::Layernorm, {x, ctx.fill(1.0, pt), ctx.fill(0.0, pt)},
+                   ctx.attrs());
+    grads[1] =
+        sumLeading(ctx, ctx.create(OpKind::Mul, {ctx.dy(), xhat}), /*keep=*/1);
+  }
+  if (ctx.needs(2))
+    grads[2] = sumLeading(ctx, ctx.dy(), /*keep=*/1);
+}
+
+// y = a @ b: da = dy @ b^T; db = a^T @ dy, per batch when b is batched and
+// summed over the batch when b is shared ([K, N]): that sum is one matmul of
+// the flattened rows, a[B*M, K]^T @ dy[B*M, N].
+void gradMatmul(GradContext &ctx, Grads grads) {
+  Value *a = ctx.x(0), *b = ctx.x(1), *dy = ctx.dy();
+  if (ctx.needs(0))
+    grads[0] = ctx.create(OpKind::Matmul, {dy, ctx.swapLastTwo(b)});
+  if (!ctx.needs(1))
+    return;
+  if (b->type().rank() == a->type().rank())
+    grads[1] = ctx.create(OpKind::Matmul, {ctx.swapLastTwo(a), dy});
+  else
+    grads[1] = ctx.create(OpKind::Matmul, {ctx.swapLastTwo(flattenRows(ctx, a)),
+                                           flattenRows(ctx, dy)});
+}
+
+// Scatter-add of dy into the rows of the table; the ids get nothing.
+void gradEmbedding(GradContext &ctx, Grads grads) {
+  grads[0] = ctx.create(OpKind::EmbeddingGrad, {ctx.dy(), ctx.x(1)},
+                        {{"rows", ctx.x(0)->type().shape[0]}});
+}
+
+void gradCrossEntropy(GradContext &ctx, Grads grads) {
+  grads[0] =
+      ctx.create(OpKind::CrossEntropyGrad, {ctx.dy(), ctx.x(0), ctx.x(1)});
+}
+
+// y = mean((a - b)^2): da = dy * 2 / N * (a - b), db = -da.
+void gradMse(GradContext &ctx, Grads grads) {
+  const ir::TensorType &t = ctx.x(0)->type();
+  double n = static_cast<double>(t.size() == 0 ? 1 : t.size());
+  Value *s = ctx.scale(ctx.dy(), 2.0 / n);
+  Value *s2 =
+      t.isScalar()
+          ? s
+          : ctx.create(OpKind::Broadcast, {s},
+                       {{"shape", std::vector<int64_t>(t.shape.begin(),
+                                                       t.shape.end())}});
+  Value *da = ctx.create(OpKind::Mul,
+                         {s2, ctx.create(OpKind::Sub, {ctx.x(0), ctx.x(1)})});
+  if (ctx.needs(0))
+    grads[0] = da;
+  if (ctx.needs(1))
+    grads[1] = ctx.create(OpKind::Neg, {da});
+}
+
+// Masked scores were replaced by -inf: nothing flows back into them.
+void gradCausalMask(GradContext &ctx, Grads grads) {
+  grads[0] = ctx.create(OpKind::CausalMaskGrad, {ctx.dy()});
+}
+
+// The fused attention differentiated by recomputing its probabilities from
+// q and k (as FlashAttention's backward does) and composing existing ops:
+//   s = q k^T / sqrt(Dh),  p = softmax(causal_mask(s)),  y = p v
+//   dv = p^T dy,  dp = dy v^T,  ds = softmax_grad(dp, p) / sqrt(Dh)
+//   dq = ds k,    dk = ds^T q
+// Masked entries have p = 0, so softmax_grad already gives them ds = 0.
+void gradAttention(GradContext &ctx, Grads grads) {
+  Value *q = ctx.x(0), *k = ctx.x(1), *v = ctx.x(2), *dy = ctx.dy();
+  double dh = static_cast<double>(q->type().shape.back());
+  double scale = 1.0 / std::sqrt(dh == 0 ? 1.0 : dh);
+  Value *s =
+      ctx.scale(ctx.create(OpKind::Matmul, {q, ctx.swapLastTwo(k)}), scale);
+  Value *p = ctx.create(OpKind::Softmax, {ctx.create(OpKind::CausalMask, {s})},
+                        {{"axis", int64_t(-1)}});
+  if (ctx.needs(2))
+    grads[2] = ctx.create(OpKind::Matmul, {ctx.swapLastTwo(p), dy});
+  if (!ctx.needs(0) && !ctx.needs(1))
+    return;
+  Value *dp = ctx.create(OpKind::Matmul, {dy, ctx.swapLastTwo(v)});
+  Value *ds = ctx.scale(
+      ctx.create(OpKind::SoftmaxGrad, {dp, p}, {{"axis", int64_t(-1)}}), scale);
+  if (ctx.needs(0))
+    grads[0] = ctx.create(OpKind::Matmul, {ds, k});
+  if (ctx.needs(1))
+    grads[1] = ctx.create(OpKind::Matmul, {ctx.swapLastTwo(ds), q});
+}
+
+} // namespace mgc::passes::grad
