@@ -86,8 +86,14 @@ public:
                              const std::vector<std::string> &candidates);
 
 private:
-  // ---- Declarations and statements (Lower.cpp) ----
+  // ---- Constants, types, initialisers (LowerDecls.cpp) ----
   void lowerConsts(const FileAST &file);
+  std::optional<Number> evalConst(const Expr &e);
+  std::optional<ir::TensorType> evalType(const TypeExpr &t);
+  std::optional<ir::Init> evalInit(const Expr *e);
+  bool checkSize(const ir::TensorType &t, Loc loc);
+
+  // ---- Blocks, statements, train section, warnings (Lower.cpp) ----
   void collectBlocks(const FileAST &file);
   void checkRecursion();
   void lowerTrain(const FileAST &file);
@@ -95,13 +101,18 @@ private:
   void lowerStmt(const Stmt &s, Frame &frame);
   void lowerRepeat(const Stmt &s, Frame &frame);
   bool checkNewName(const std::string &name, Loc loc, Frame &frame);
-  std::optional<ir::TensorType> evalType(const TypeExpr &t);
-  std::optional<ir::Init> evalInit(const Expr *e);
-  std::optional<Number> evalConst(const Expr &e);
   void warnUnused();
   std::string qualify(const Frame &frame, const std::string &name) const {
     return frame.path.empty() ? name : frame.path + "." + name;
   }
+
+  // ---- Calls of built-ins and blocks (LowerCall.cpp) ----
+  Val lowerCall(const Expr &e, Frame &frame);
+  Val lowerBuiltinCall(const Expr &e, const struct Builtin &b, Frame &frame);
+  Val callBlock(const Expr &e, const BlockDecl &block, std::string path,
+                Frame &frame);
+  Val instantiate(const BlockDecl &block, std::vector<Val> args,
+                  const Expr &call, std::string path);
 
   // ---- Expressions (LowerExpr.cpp) ----
   Val lowerExpr(const Expr &e, Frame &frame);
@@ -113,12 +124,6 @@ private:
                        bool fromOperator = false);
   Val lowerMatmul(Loc loc, const Val &a, const Val &b, const Expr *ea,
                   const Expr *eb, Frame &frame);
-  Val lowerCall(const Expr &e, Frame &frame);
-  Val lowerBuiltinCall(const Expr &e, const struct Builtin &b, Frame &frame);
-  Val callBlock(const Expr &e, const BlockDecl &block, std::string path,
-                Frame &frame);
-  Val instantiate(const BlockDecl &block, std::vector<Val> args,
-                  const Expr &call, std::string path);
   // Creates an op at `loc`; reports the shape rule's message there.
   Val create(ir::OpKind kind, llvm::ArrayRef<ir::Value *> operands,
              ir::Attrs attrs, Loc loc,
@@ -127,7 +132,6 @@ private:
   ir::Value *broadcastTo(ir::Value *v, llvm::ArrayRef<int64_t> shape, Loc loc);
   // Notes saying where the operands named in `exprs` got their types.
   void noteOperands(llvm::ArrayRef<const Expr *> exprs, Frame &frame);
-  bool checkSize(const ir::TensorType &t, Loc loc);
   bool overLimits(Loc loc);
 
   const char *file_;
@@ -154,7 +158,6 @@ private:
   int64_t dropoutSeed_ = 0;
   const Stmt *lossStmt_ = nullptr;
   std::map<std::string, Loc> outputLocs_;
-  friend struct LowererAccess;
 };
 
 } // namespace mgc::frontend
