@@ -41,7 +41,7 @@ struct Expr {
   // Unary: [operand]; Binary: [lhs, rhs]; List: elements; Call: positional.
   std::vector<ExprPtr> args;
   std::vector<KeywordArg> kwargs; // Call only
-  unsigned depth = 1;              // height of the tree below (bounded)
+  unsigned depth = 1;             // height of the tree below (bounded)
 
   Expr(ExprKind kind, Loc loc) : kind(kind), loc(loc) {}
 };
@@ -74,13 +74,13 @@ enum class StmtKind : uint8_t {
 
 struct Stmt {
   StmtKind kind;
-  Loc loc;       // the statement's first token
+  Loc loc; // the statement's first token
   std::string name;
   Loc nameLoc;
-  TypeExpr type;  // Input, Param
-  ExprPtr init;   // Param: the initialiser (Name or Call), may be null
-  ExprPtr value;  // Assign/Output/Loss/Return value; Repeat body
-  ExprPtr count;  // Repeat: the number of copies
+  TypeExpr type;          // Input, Param
+  ExprPtr init;           // Param: the initialiser (Name or Call), may be null
+  ExprPtr value;          // Assign/Output/Loss/Return value; Repeat body
+  ExprPtr count;          // Repeat: the number of copies
   std::string repeatName; // Repeat: the name prefix of the copies
   Loc repeatNameLoc;
 

@@ -104,8 +104,8 @@ std::optional<Number> parseNumberText(llvm::StringRef text) {
   bool negative = text.consume_front("-");
   if (!negative)
     text.consume_front("+");
-  if (text.empty() || !(std::isdigit(static_cast<unsigned char>(text[0])) ||
-                        text[0] == '.'))
+  if (text.empty() ||
+      !(std::isdigit(static_cast<unsigned char>(text[0])) || text[0] == '.'))
     return std::nullopt;
   std::string s = text.str();
   bool isInt = s.find_first_not_of("0123456789") == std::string::npos;
@@ -120,7 +120,8 @@ std::optional<Number> parseNumberText(llvm::StringRef text) {
     return Number::ofInt(negative ? -i : i);
   }
   double d = std::strtod(s.c_str(), &end);
-  if (*end != '\0' || !std::isfinite(d) || s.find_first_of("xXpP") != std::string::npos)
+  if (*end != '\0' || !std::isfinite(d) ||
+      s.find_first_of("xXpP") != std::string::npos)
     return std::nullopt;
   return Number::ofFloat(negative ? -d : d);
 }

@@ -9,40 +9,74 @@ namespace mgc::frontend {
 
 llvm::StringRef tokName(Tok kind) {
   switch (kind) {
-  case Tok::Eof: return "end of file";
-  case Tok::Newline: return "end of line";
-  case Tok::Ident: return "identifier";
-  case Tok::Int: return "integer";
-  case Tok::Float: return "number";
-  case Tok::KwConst: return "'const'";
-  case Tok::KwModel: return "'model'";
-  case Tok::KwBlock: return "'block'";
-  case Tok::KwInput: return "'input'";
-  case Tok::KwParam: return "'param'";
-  case Tok::KwOutput: return "'output'";
-  case Tok::KwLoss: return "'loss'";
-  case Tok::KwReturn: return "'return'";
-  case Tok::KwRepeat: return "'repeat'";
-  case Tok::KwTrain: return "'train'";
-  case Tok::KwTrue: return "'true'";
-  case Tok::KwFalse: return "'false'";
-  case Tok::LParen: return "'('";
-  case Tok::RParen: return "')'";
-  case Tok::LBracket: return "'['";
-  case Tok::RBracket: return "']'";
-  case Tok::LBrace: return "'{'";
-  case Tok::RBrace: return "'}'";
-  case Tok::Comma: return "','";
-  case Tok::Colon: return "':'";
-  case Tok::Semicolon: return "';'";
-  case Tok::Equal: return "'='";
-  case Tok::Plus: return "'+'";
-  case Tok::Minus: return "'-'";
-  case Tok::Star: return "'*'";
-  case Tok::Slash: return "'/'";
-  case Tok::At: return "'@'";
-  case Tok::Arrow: return "'->'";
-  case Tok::Error: return "invalid token";
+  case Tok::Eof:
+    return "end of file";
+  case Tok::Newline:
+    return "end of line";
+  case Tok::Ident:
+    return "identifier";
+  case Tok::Int:
+    return "integer";
+  case Tok::Float:
+    return "number";
+  case Tok::KwConst:
+    return "'const'";
+  case Tok::KwModel:
+    return "'model'";
+  case Tok::KwBlock:
+    return "'block'";
+  case Tok::KwInput:
+    return "'input'";
+  case Tok::KwParam:
+    return "'param'";
+  case Tok::KwOutput:
+    return "'output'";
+  case Tok::KwLoss:
+    return "'loss'";
+  case Tok::KwReturn:
+    return "'return'";
+  case Tok::KwRepeat:
+    return "'repeat'";
+  case Tok::KwTrain:
+    return "'train'";
+  case Tok::KwTrue:
+    return "'true'";
+  case Tok::KwFalse:
+    return "'false'";
+  case Tok::LParen:
+    return "'('";
+  case Tok::RParen:
+    return "')'";
+  case Tok::LBracket:
+    return "'['";
+  case Tok::RBracket:
+    return "']'";
+  case Tok::LBrace:
+    return "'{'";
+  case Tok::RBrace:
+    return "'}'";
+  case Tok::Comma:
+    return "','";
+  case Tok::Colon:
+    return "':'";
+  case Tok::Semicolon:
+    return "';'";
+  case Tok::Equal:
+    return "'='";
+  case Tok::Plus:
+    return "'+'";
+  case Tok::Minus:
+    return "'-'";
+  case Tok::Star:
+    return "'*'";
+  case Tok::Slash:
+    return "'/'";
+  case Tok::At:
+    return "'@'";
+  case Tok::Arrow:
+    return "'->'";
+  case Tok::Error:
+    return "invalid token";
   }
   return "token";
 }
@@ -106,8 +140,7 @@ private:
       if (c == '\n') {
         push(Tok::Newline, here());
         advance();
-      } else if (c == ' ' || c == '\t' || c == '\r' || c == '\f' ||
-                 c == '\v') {
+      } else if (c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v') {
         advance();
       } else if (c == '/' && peek(1) == '/') {
         while (pos_ < text_.size() && peek() != '\n')
@@ -149,12 +182,28 @@ private:
     }
     advance();
     switch (c) {
-    case '(': push(Tok::LParen, loc); ++depth_; return;
-    case ')': push(Tok::RParen, loc); depth_ = depth_ ? depth_ - 1 : 0; return;
-    case '[': push(Tok::LBracket, loc); ++depth_; return;
-    case ']': push(Tok::RBracket, loc); depth_ = depth_ ? depth_ - 1 : 0; return;
+    case '(':
+      push(Tok::LParen, loc);
+      ++depth_;
+      return;
+    case ')':
+      push(Tok::RParen, loc);
+      depth_ = depth_ ? depth_ - 1 : 0;
+      return;
+    case '[':
+      push(Tok::LBracket, loc);
+      ++depth_;
+      return;
+    case ']':
+      push(Tok::RBracket, loc);
+      depth_ = depth_ ? depth_ - 1 : 0;
+      return;
     // A brace starts or ends a statement list: newlines count again inside.
-    case '{': push(Tok::LBrace, loc); savedDepth_.push_back(depth_); depth_ = 0; return;
+    case '{':
+      push(Tok::LBrace, loc);
+      savedDepth_.push_back(depth_);
+      depth_ = 0;
+      return;
     case '}':
       if (!savedDepth_.empty()) {
         depth_ = savedDepth_.back();
@@ -162,14 +211,30 @@ private:
       }
       push(Tok::RBrace, loc);
       return;
-    case ',': push(Tok::Comma, loc); return;
-    case ':': push(Tok::Colon, loc); return;
-    case ';': push(Tok::Semicolon, loc); return;
-    case '=': push(Tok::Equal, loc); return;
-    case '+': push(Tok::Plus, loc); return;
-    case '*': push(Tok::Star, loc); return;
-    case '/': push(Tok::Slash, loc); return;
-    case '@': push(Tok::At, loc); return;
+    case ',':
+      push(Tok::Comma, loc);
+      return;
+    case ':':
+      push(Tok::Colon, loc);
+      return;
+    case ';':
+      push(Tok::Semicolon, loc);
+      return;
+    case '=':
+      push(Tok::Equal, loc);
+      return;
+    case '+':
+      push(Tok::Plus, loc);
+      return;
+    case '*':
+      push(Tok::Star, loc);
+      return;
+    case '/':
+      push(Tok::Slash, loc);
+      return;
+    case '@':
+      push(Tok::At, loc);
+      return;
     case '-':
       if (peek() == '>') {
         advance();
@@ -222,8 +287,8 @@ private:
     if (isIdentChar(peek())) {
       while (isIdentChar(peek()))
         advance();
-      diag_.error(loc, "malformed number '" +
-                           text_.slice(start, pos_).str() + "'");
+      diag_.error(loc,
+                  "malformed number '" + text_.slice(start, pos_).str() + "'");
       push(Tok::Error, loc);
       return;
     }

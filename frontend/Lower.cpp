@@ -57,7 +57,8 @@ void Lowerer::collectBlocks(const FileAST &file) {
       continue;
     }
     if (lookupBuiltin(b.name)) {
-      error(b.loc, "block '" + b.name + "' has the name of a built-in function");
+      error(b.loc,
+            "block '" + b.name + "' has the name of a built-in function");
       continue;
     }
     blocks_[b.name] = &b;
@@ -104,8 +105,8 @@ void Lowerer::checkRecursion() {
           cycle += (*it)->name + " -> ";
           badBlocks_.insert(*it);
         }
-        error(loc, "block '" + callee->name +
-                       "' is called recursively (" + cycle + callee->name +
+        error(loc, "block '" + callee->name + "' is called recursively (" +
+                       cycle + callee->name +
                        "); blocks are expanded inline and cannot recurse");
       } else if (color[callee] == White) {
         dfs(callee);
@@ -160,42 +161,43 @@ void Lowerer::lowerStmt(const Stmt &s, Frame &frame) {
     }
     std::optional<TensorType> type = evalType(s.type);
     if (!checkNewName(s.name, s.nameLoc, frame) || !type) {
-      frame.names[s.name] = Binding{Val::poison(), s.nameLoc,
-                                    BindingKind::Input};
+      frame.names[s.name] =
+          Binding{Val::poison(), s.nameLoc, BindingKind::Input};
       return;
     }
     argumentNames_.insert(s.name);
     ir::Value *v = module_->graph().addInput(s.name, *type, s.nameLoc);
-    frame.names[s.name] = Binding{Val::ofTensor(v), s.nameLoc,
-                                  BindingKind::Input};
+    frame.names[s.name] =
+        Binding{Val::ofTensor(v), s.nameLoc, BindingKind::Input};
     return;
   }
   case StmtKind::Param: {
     std::optional<TensorType> type = evalType(s.type);
     std::optional<ir::Init> init = evalInit(s.init.get());
     if (!checkNewName(s.name, s.nameLoc, frame) || !type || !init) {
-      frame.names.emplace(s.name, Binding{Val::poison(), s.nameLoc,
-                                          BindingKind::Param});
+      frame.names.emplace(
+          s.name, Binding{Val::poison(), s.nameLoc, BindingKind::Param});
       return;
     }
     if (init->kind == ir::InitKind::Xavier && type->rank() < 2) {
       error(s.init->loc, "xavier initialisation needs a parameter of rank at "
-                         "least 2, got " + type->str());
-      frame.names[s.name] = Binding{Val::poison(), s.nameLoc,
-                                    BindingKind::Param};
+                         "least 2, got " +
+                             type->str());
+      frame.names[s.name] =
+          Binding{Val::poison(), s.nameLoc, BindingKind::Param};
       return;
     }
     std::string full = qualify(frame, s.name);
     if (!argumentNames_.insert(full).second) {
       error(s.nameLoc, "parameter name '" + full +
                            "' is already used by another argument");
-      frame.names[s.name] = Binding{Val::poison(), s.nameLoc,
-                                    BindingKind::Param};
+      frame.names[s.name] =
+          Binding{Val::poison(), s.nameLoc, BindingKind::Param};
       return;
     }
     ir::Value *v = module_->graph().addParam(full, *type, *init, s.nameLoc);
-    frame.names[s.name] = Binding{Val::ofTensor(v), s.nameLoc,
-                                  BindingKind::Param};
+    frame.names[s.name] =
+        Binding{Val::ofTensor(v), s.nameLoc, BindingKind::Param};
     return;
   }
   case StmtKind::Assign: {
@@ -203,11 +205,11 @@ void Lowerer::lowerStmt(const Stmt &s, Frame &frame) {
     if (prev != frame.names.end() &&
         (prev->second.kind == BindingKind::Input ||
          prev->second.kind == BindingKind::Param)) {
-      error(s.nameLoc, std::string("cannot assign to ") +
-                           (prev->second.kind == BindingKind::Input
-                                ? "input"
-                                : "parameter") +
-                           " '" + s.name + "'");
+      error(s.nameLoc,
+            std::string("cannot assign to ") +
+                (prev->second.kind == BindingKind::Input ? "input"
+                                                         : "parameter") +
+                " '" + s.name + "'");
       note(prev->second.loc, "'" + s.name + "' is declared here");
       return;
     }
@@ -296,7 +298,8 @@ void Lowerer::lowerRepeat(const Stmt &s, Frame &frame) {
       names.push_back(n);
     error(s.nameLoc, "'" + s.name + "' must have a value before '" + s.name +
                          " = repeat ...': each copy reads the previous one's "
-                         "result" + suggest(s.name, names));
+                         "result" +
+                         suggest(s.name, names));
     frame.names[s.name] = Binding{Val::poison(), s.nameLoc, BindingKind::Local};
     return;
   }
@@ -319,7 +322,8 @@ void Lowerer::lowerRepeat(const Stmt &s, Frame &frame) {
   auto [firstUse, fresh] = repeatNames_.insert({prefix, s.repeatNameLoc});
   if (!fresh) {
     error(s.repeatNameLoc, "the copies of this repeat need a name of their "
-                           "own: '" + s.repeatName + "' is already used");
+                           "own: '" +
+                               s.repeatName + "' is already used");
     note(firstUse->second, "'" + s.repeatName + "' is first used here");
     return;
   }
@@ -336,8 +340,8 @@ void Lowerer::lowerRepeat(const Stmt &s, Frame &frame) {
     }
     std::string path = prefix + "." + std::to_string(i);
     Val v;
-    auto block = body.kind == ExprKind::Call ? blocks_.find(body.name)
-                                             : blocks_.end();
+    auto block =
+        body.kind == ExprKind::Call ? blocks_.find(body.name) : blocks_.end();
     if (block != blocks_.end()) {
       // The copy itself is the instance: blocks.3.w, not blocks.3.layer.w.
       v = callBlock(body, *block->second, path, frame);
@@ -438,14 +442,14 @@ void Lowerer::warnUnused() {
   for (const auto &[key, entry] : unused) {
     auto [value, count] = entry;
     if (value->kind() == ir::ValueKind::Input) {
-      diag_.warning(value->loc(), "input '" + value->name() +
-                                      "' is not used by any output");
+      diag_.warning(value->loc(),
+                    "input '" + value->name() + "' is not used by any output");
       continue;
     }
     std::string more =
-        count > 1 ? " (nor are its " + std::to_string(count - 1) +
-                        " other copies)"
-                  : "";
+        count > 1
+            ? " (nor are its " + std::to_string(count - 1) + " other copies)"
+            : "";
     diag_.warning(value->loc(), "parameter '" + value->name() +
                                     "' is not used by any output" + more);
   }
@@ -472,8 +476,7 @@ std::unique_ptr<ir::Module> Lowerer::run(const FileAST &file) {
   builder_ = std::make_unique<ir::Builder>(module_->graph());
   Frame frame;
   lowerStmts(model.body, frame);
-  if (!aborted_ && module_->graph().outputs().empty() &&
-      !hasNewErrors())
+  if (!aborted_ && module_->graph().outputs().empty() && !hasNewErrors())
     error(model.loc, "model '" + model.name +
                          "' has no outputs (declare them with 'output NAME = "
                          "...' or 'loss = ...')");

@@ -117,11 +117,10 @@ private:
   // ---- Expressions (LowerExpr.cpp) ----
   Val lowerExpr(const Expr &e, Frame &frame);
   Val lowerName(const Expr &e, Frame &frame);
-  Val lowerBinary(char op, Loc loc, const Val &a, const Val &b,
-                  const Expr *ea, const Expr *eb, Frame &frame);
-  Val lowerElementwise(ir::OpKind kind, Loc loc, Val a, Val b,
-                       const Expr *ea, const Expr *eb, Frame &frame,
-                       bool fromOperator = false);
+  Val lowerBinary(char op, Loc loc, const Val &a, const Val &b, const Expr *ea,
+                  const Expr *eb, Frame &frame);
+  Val lowerElementwise(ir::OpKind kind, Loc loc, Val a, Val b, const Expr *ea,
+                       const Expr *eb, Frame &frame, bool fromOperator = false);
   Val lowerMatmul(Loc loc, const Val &a, const Val &b, const Expr *ea,
                   const Expr *eb, Frame &frame);
   // Creates an op at `loc`; reports the shape rule's message there.
@@ -146,8 +145,8 @@ private:
   };
   std::map<std::string, ConstInfo> consts_;
   std::map<std::string, const BlockDecl *> blocks_;
-  std::set<const BlockDecl *> badBlocks_; // recursive: never instantiated
-  std::set<std::string> argumentNames_;   // inputs and parameters so far
+  std::set<const BlockDecl *> badBlocks_;  // recursive: never instantiated
+  std::set<std::string> argumentNames_;    // inputs and parameters so far
   std::map<std::string, Loc> repeatNames_; // qualified repeat prefixes
   std::set<const BlockDecl *> missingReturnReported_;
   std::vector<const BlockDecl *> callStack_;

@@ -42,8 +42,8 @@ Val Lowerer::lowerCall(const Expr &e, Frame &frame) {
 Val Lowerer::callBlock(const Expr &e, const BlockDecl &block, std::string path,
                        Frame &frame) {
   if (!e.kwargs.empty()) {
-    error(e.kwargs[0].loc, "block '" + block.name +
-                               "' takes positional arguments only");
+    error(e.kwargs[0].loc,
+          "block '" + block.name + "' takes positional arguments only");
     return Val::poison();
   }
   std::vector<Val> args;
@@ -103,8 +103,8 @@ Val Lowerer::instantiate(const BlockDecl &block, std::vector<Val> args,
     if (v.tensor->type() != *type) {
       error(call.args[i]->loc,
             "argument " + std::to_string(i + 1) + " of block '" + block.name +
-                "' has type " + v.tensor->type().str() + ", but '" +
-                decl.name + "' is declared as " + type->str());
+                "' has type " + v.tensor->type().str() + ", but '" + decl.name +
+                "' is declared as " + type->str());
       note(decl.loc, "'" + decl.name + "' is declared here");
       return Val::poison();
     }
@@ -146,8 +146,8 @@ Val Lowerer::instantiate(const BlockDecl &block, std::vector<Val> args,
       return Val::poison();
     if (r.tensor->type() != *type) {
       error(retLoc, "block '" + block.name + "' returns " +
-                        r.tensor->type().str() + ", but is declared to return " +
-                        type->str());
+                        r.tensor->type().str() +
+                        ", but is declared to return " + type->str());
       note(block.resultType.loc, "the result type is declared here");
       return Val::poison();
     }
@@ -191,9 +191,9 @@ Val Lowerer::lowerBuiltinCall(const Expr &e, const Builtin &b, Frame &frame) {
       names.push_back(s.name);
     std::string hint = suggest(kw.name, names);
     if (hint.empty())
-      hint = names.empty() ? " (it takes no keyword arguments)"
-                           : " (its keyword arguments: " +
-                                 llvm::join(names, ", ") + ")";
+      hint = names.empty()
+                 ? " (it takes no keyword arguments)"
+                 : " (its keyword arguments: " + llvm::join(names, ", ") + ")";
     error(kw.loc, fn + " has no argument '" + kw.name + "'" + hint);
     return Val::poison();
   }
@@ -321,15 +321,16 @@ Val Lowerer::lowerBuiltinCall(const Expr &e, const Builtin &b, Frame &frame) {
   for (size_t i = next; i < pos.size(); ++i)
     given[i - next] = {posExprs[i], pos[i]};
   for (const KeywordArg &kw : e.kwargs) {
-    auto it = std::find_if(specs.begin(), specs.end(),
-                           [&](const ir::AttrSpec &s) { return s.name == kw.name; });
+    auto it =
+        std::find_if(specs.begin(), specs.end(),
+                     [&](const ir::AttrSpec &s) { return s.name == kw.name; });
     size_t idx = it - specs.begin();
     if (given[idx].first) {
       error(kw.loc, "argument '" + kw.name + "' of " + fn + " is given twice");
       return Val::poison();
     }
-    bool word = it->type == ir::AttrType::String &&
-                kw.value->kind == ExprKind::Name;
+    bool word =
+        it->type == ir::AttrType::String && kw.value->kind == ExprKind::Name;
     Val v = word ? Val() : lowerExpr(*kw.value, frame);
     if (v.isPoison() && !word)
       return Val::poison();
@@ -357,8 +358,9 @@ Val Lowerer::lowerBuiltinCall(const Expr &e, const Builtin &b, Frame &frame) {
     switch (spec.type) {
     case ir::AttrType::String: {
       if (!isTypeName(*x)) {
-        error(x->loc, what + " must be an element type (f32, bf16, f16, f64, "
-                             "i32, i64)" +
+        error(x->loc, what +
+                          " must be an element type (f32, bf16, f16, f64, "
+                          "i32, i64)" +
                           (x->kind == ExprKind::Name
                                ? suggest(x->name, {"f32", "bf16", "f16", "f64",
                                                    "i32", "i64"})
@@ -421,8 +423,7 @@ Val Lowerer::lowerBuiltinCall(const Expr &e, const Builtin &b, Frame &frame) {
     }
     }
   }
-  return create(b.kind, operands, std::move(attrs), e.loc, operandExprs,
-                frame);
+  return create(b.kind, operands, std::move(attrs), e.loc, operandExprs, frame);
 }
 
 } // namespace mgc::frontend

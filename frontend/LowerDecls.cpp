@@ -117,10 +117,10 @@ std::optional<TensorType> Lowerer::evalType(const TypeExpr &t) {
   std::optional<ir::DType> dtype = ir::parseDType(t.dtype);
   bool ok = true;
   if (!dtype) {
-    error(t.loc, "unknown element type '" + t.dtype + "'" +
-                     suggest(t.dtype, {"f32", "bf16", "f16", "f64", "i32",
-                                       "i64"}) +
-                     " (element types: f32, bf16, f16, f64, i32, i64)");
+    error(t.loc,
+          "unknown element type '" + t.dtype + "'" +
+              suggest(t.dtype, {"f32", "bf16", "f16", "f64", "i32", "i64"}) +
+              " (element types: f32, bf16, f16, f64, i32, i64)");
     ok = false;
   }
   ir::Shape shape;
@@ -194,8 +194,8 @@ std::optional<ir::Init> Lowerer::evalInit(const Expr *e) {
                       "uniform(low, high), xavier)");
     return std::nullopt;
   }
-  size_t given = e->kind == ExprKind::Call ? e->args.size() + e->kwargs.size()
-                                           : 0;
+  size_t given =
+      e->kind == ExprKind::Call ? e->args.size() + e->kwargs.size() : 0;
   std::vector<std::optional<double>> values(kind->args.size());
   if (e->kind == ExprKind::Call) {
     if (e->args.size() > kind->args.size()) {
@@ -234,14 +234,17 @@ std::optional<ir::Init> Lowerer::evalInit(const Expr *e) {
     if (!values[i]) {
       error(e->loc, "initialiser '" + e->name + "' needs " +
                         std::to_string(kind->args.size()) + " arguments (" +
-                        llvm::join(std::vector<std::string>(kind->args.begin(), kind->args.end()), ", ") + ")");
+                        llvm::join(std::vector<std::string>(kind->args.begin(),
+                                                            kind->args.end()),
+                                   ", ") +
+                        ")");
       return std::nullopt;
     }
   ir::Init init{kind->kind, values.size() > 0 ? *values[0] : 0,
                 values.size() > 1 ? *values[1] : 0};
   if (init.kind == ir::InitKind::Normal && !(init.b >= 0)) {
-    error(e->loc, "normal initialiser needs std >= 0, got " +
-                      ir::formatDouble(init.b));
+    error(e->loc,
+          "normal initialiser needs std >= 0, got " + ir::formatDouble(init.b));
     return std::nullopt;
   }
   if (init.kind == ir::InitKind::Uniform && !(init.a <= init.b)) {

@@ -56,10 +56,10 @@ ir::Value *Lowerer::toTensor(const Val &v, ir::DType dtype, Loc loc) {
   if (v.kind != Val::Num || overLimits(loc))
     return nullptr;
   builder_->setLoc(loc);
-  ir::ValueOrError r = builder_->create(
-      OpKind::Constant, {},
-      ir::Attrs{{"value", v.num.asDouble()},
-                {"dtype", ir::dtypeName(dtype).str()}});
+  ir::ValueOrError r =
+      builder_->create(OpKind::Constant, {},
+                       ir::Attrs{{"value", v.num.asDouble()},
+                                 {"dtype", ir::dtypeName(dtype).str()}});
   if (!r.ok()) {
     error(loc, r.error);
     return nullptr;
@@ -171,8 +171,8 @@ Val Lowerer::lowerBinary(char op, Loc loc, const Val &a, const Val &b,
     return Val::poison();
   for (const Val *v : {&a, &b})
     if (v->kind != Val::Tensor && v->kind != Val::Num) {
-      error(loc, std::string("operands of '") + op +
-                     "' must be tensors or numbers");
+      error(loc,
+            std::string("operands of '") + op + "' must be tensors or numbers");
       return Val::poison();
     }
   if (op == '@')
@@ -198,10 +198,11 @@ Val Lowerer::lowerElementwise(OpKind kind, Loc loc, Val a, Val b,
                               bool fromOperator) {
   std::string name = ir::opName(kind).str();
   if (fromOperator)
-    name = std::string("'") + (kind == OpKind::Add   ? '+'
-                               : kind == OpKind::Sub ? '-'
-                               : kind == OpKind::Mul ? '*'
-                                                     : '/') +
+    name = std::string("'") +
+           (kind == OpKind::Add   ? '+'
+            : kind == OpKind::Sub ? '-'
+            : kind == OpKind::Mul ? '*'
+                                  : '/') +
            "'";
   if (a.isPoison() || b.isPoison())
     return Val::poison();
@@ -222,8 +223,8 @@ Val Lowerer::lowerElementwise(OpKind kind, Loc loc, Val a, Val b,
     return Val::poison();
   const TensorType &ta = a.tensor->type(), &tb = b.tensor->type();
   if (ta.dtype != tb.dtype) {
-    error(loc, name + " operands have different element types: " +
-                   ta.str() + " and " + tb.str() + " (use cast(x, " +
+    error(loc, name + " operands have different element types: " + ta.str() +
+                   " and " + tb.str() + " (use cast(x, " +
                    ir::dtypeName(ta.dtype).str() + "))");
     noteOperands({ea, eb}, frame);
     return Val::poison();
@@ -275,7 +276,8 @@ Val Lowerer::lowerMatmul(Loc loc, const Val &a, const Val &b, const Expr *ea,
     std::optional<ir::Shape> batch = ir::broadcastShapes(batchA, batchB);
     if (!batch)
       return fail("matmul batch dimensions are not compatible for "
-                  "broadcasting: " + both);
+                  "broadcasting: " +
+                  both);
     // b of rank 2 is shared across a's batch dimensions without a copy.
     if (tb.rank() > 2) {
       ir::Shape sa = *batch, sb = *batch;

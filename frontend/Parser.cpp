@@ -52,7 +52,8 @@ public:
       }
       default:
         errorHere("expected 'const', 'block', 'model' or 'train' at the top "
-                  "level, got " + describe(cur()));
+                  "level, got " +
+                  describe(cur()));
         skipToTopLevel();
         break;
       }
@@ -358,7 +359,8 @@ private:
       break;
     }
     errorHere("expected a statement (input, param, output, loss, return or "
-              "NAME = expression), got " + describe(cur()));
+              "NAME = expression), got " +
+              describe(cur()));
     return false;
   }
 

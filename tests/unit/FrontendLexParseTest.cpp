@@ -82,7 +82,8 @@ TEST_CASE("frontend lexer: newlines inside brackets do not end statements") {
 
 TEST_CASE("frontend lexer: bad characters and numbers are reported") {
   Lexed l = lexText("x $ 99999999999999999999 1e999 2x");
-  CHECK(l.diags.find("t.mg:1:3: error: unexpected character '$'") != std::string::npos);
+  CHECK(l.diags.find("t.mg:1:3: error: unexpected character '$'") !=
+        std::string::npos);
   CHECK(l.diags.find("is too large") != std::string::npos);
   CHECK(l.diags.find("out of range") != std::string::npos);
   CHECK(l.diags.find("malformed number '2x'") != std::string::npos);
@@ -177,13 +178,15 @@ TEST_CASE("frontend constants: checked arithmetic") {
   CHECK(!inexact.value->isInt);
   CHECK(inexact.value->f == 3.5);
   CHECK(!applyBinary('/', i(1), i(0)).value);
-  CHECK(applyBinary('/', i(1), i(0)).error.find("division by zero") != std::string::npos);
+  CHECK(applyBinary('/', i(1), i(0)).error.find("division by zero") !=
+        std::string::npos);
   CHECK(!applyBinary('*', i(INT64_MAX / 2), i(3)).value);
   CHECK(!applyBinary('+', i(INT64_MAX), i(1)).value);
   CHECK(!applyBinary('-', i(INT64_MIN), i(1)).value);
   CHECK(!applyBinary('/', i(INT64_MIN), i(-1)).value);
   CHECK(!applyNeg(i(INT64_MIN)).value);
-  CHECK(!applyBinary('*', Number::ofFloat(1e300), Number::ofFloat(1e300)).value);
+  CHECK(
+      !applyBinary('*', Number::ofFloat(1e300), Number::ofFloat(1e300)).value);
   CHECK(applyBinary('+', i(1), Number::ofFloat(0.5)).value->f == 1.5);
 }
 

@@ -134,11 +134,10 @@ model m {
   std::set<std::string> scopes;
   for (const auto &op : c.module->graph().ops())
     scopes.insert(op->scope());
-  CHECK(scopes == std::set<std::string>{"layers.0", "layers.0.inner",
-                                        "layers.0.inner_1", "layers.1",
-                                        "layers.1.inner", "layers.1.inner_1",
-                                        "layers.2", "layers.2.inner",
-                                        "layers.2.inner_1"});
+  CHECK(scopes == std::set<std::string>{
+                      "layers.0", "layers.0.inner", "layers.0.inner_1",
+                      "layers.1", "layers.1.inner", "layers.1.inner_1",
+                      "layers.2", "layers.2.inner", "layers.2.inner_1"});
 }
 
 TEST_CASE("frontend lower: repeat 0 leaves the value unchanged") {
@@ -248,11 +247,14 @@ TEST_CASE("frontend lower: random token soup never crashes") {
   // A cheap, deterministic stand-in for the fuzzer: random sequences drawn
   // from the language's own tokens.
   const char *words[] = {
-      "const", "model", "block", "input", "param", "output", "loss", "return",
-      "repeat", "train", "x", "h", "w", "f", "B", "D", "f32", "i32", "=",
-      "+", "-", "*", "/", "@", "(", ")", "[", "]", "{", "}", ",", ":", "->",
-      "\n", "0", "1", "2", "-1", "0.5", "1e9", "relu", "softmax", "concat",
-      "transpose", "reshape", "sum", "axis", "zeros", "normal", "true", ";"};
+      "const",  "model",     "block",   "input", "param", "output", "loss",
+      "return", "repeat",    "train",   "x",     "h",     "w",      "f",
+      "B",      "D",         "f32",     "i32",   "=",     "+",      "-",
+      "*",      "/",         "@",       "(",     ")",     "[",      "]",
+      "{",      "}",         ",",       ":",     "->",    "\n",     "0",
+      "1",      "2",         "-1",      "0.5",   "1e9",   "relu",   "softmax",
+      "concat", "transpose", "reshape", "sum",   "axis",  "zeros",  "normal",
+      "true",   ";"};
   const size_t numWords = sizeof(words) / sizeof(words[0]);
   std::string prefix = "const B = 2, D = 3\nblock f(x: f32[B, D]) -> "
                        "f32[B, D] {\n  param w: f32[D, D] = zeros\n  return "

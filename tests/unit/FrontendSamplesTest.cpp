@@ -93,8 +93,7 @@ TEST_CASE("frontend samples: gpt at the 124M default") {
   const ir::Output *loss = c.module->graph().lossOutput();
   REQUIRE(loss);
   CHECK(loss->name == "loss");
-  CHECK(c.module->graph().outputs()[0].value->type() ==
-        f32({8, 1024, 50304}));
+  CHECK(c.module->graph().outputs()[0].value->type() == f32({8, 1024, 50304}));
 }
 
 TEST_CASE("frontend samples: gpt at the tiny setting round-trips as text") {
