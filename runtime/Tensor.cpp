@@ -1,0 +1,126 @@
+#include "runtime/Tensor.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+namespace mgc::runtime {
+
+void Tensor::Free::operator()(std::byte *p) const { std::free(p); }
+
+Tensor::Tensor(ir::TensorType type) : type_(std::move(type)) {
+  size_t bytes = nbytes();
+  if (bytes == 0)
+    return;
+  size_t rounded = (bytes + 63) / 64 * 64;
+  data_.reset(static_cast<std::byte *>(std::aligned_alloc(64, rounded)));
+  if (!data_)
+    throw std::bad_alloc();
+  std::memset(data_.get(), 0, rounded);
+}
+
+Tensor::Tensor(const Tensor &other) : Tensor(other.type_) {
+  if (nbytes())
+    std::memcpy(data_.get(), other.data_.get(), nbytes());
+}
+
+Tensor &Tensor::operator=(const Tensor &other) {
+  if (this != &other)
+    *this = Tensor(other);
+  return *this;
+}
+
+uint16_t floatToBF16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, 4);
+  if (std::isnan(value))
+    return static_cast<uint16_t>((bits >> 16) | 0x40); // keep it a NaN
+  uint32_t rounding = 0x7fff + ((bits >> 16) & 1);
+  return static_cast<uint16_t>((bits + rounding) >> 16);
+}
+
+float bf16ToFloat(uint16_t bits) {
+  uint32_t wide = static_cast<uint32_t>(bits) << 16;
+  float f;
+  std::memcpy(&f, &wide, 4);
+  return f;
+}
+
+uint16_t floatToF16(float value) {
+  // Round through the interpreter's exact rounding, then assemble the bits.
+  double r = ir::roundToDType(value, ir::DType::F16);
+  uint16_t sign = std::signbit(r) ? 0x8000 : 0;
+  double a = std::fabs(r);
+  if (std::isnan(r))
+    return 0x7e00;
+  if (std::isinf(a))
+    return sign | 0x7c00;
+  if (a == 0)
+    return sign;
+  int exp;
+  double mant = std::frexp(a, &exp); // a = mant * 2^exp, mant in [0.5, 1)
+  int e = exp - 1 + 15;              // biased exponent of 1.xxx form
+  if (e <= 0) // subnormal: a = m * 2^-24
+    return sign | static_cast<uint16_t>(std::lround(a * 16777216.0));
+  uint16_t m = static_cast<uint16_t>(std::lround((mant * 2 - 1) * 1024));
+  return sign | static_cast<uint16_t>(e << 10) | m;
+}
+
+float f16ToFloat(uint16_t bits) {
+  int sign = bits >> 15, e = (bits >> 10) & 0x1f, m = bits & 0x3ff;
+  double v;
+  if (e == 0)
+    v = std::ldexp(m, -24);
+  else if (e == 31)
+    v = m ? NAN : INFINITY;
+  else
+    v = std::ldexp(1024 + m, e - 25);
+  return static_cast<float>(sign ? -v : v);
+}
+
+double Tensor::get(int64_t i) const {
+  switch (dtype()) {
+  case ir::DType::F32: return as<float>()[i];
+  case ir::DType::F64: return as<double>()[i];
+  case ir::DType::BF16: return bf16ToFloat(as<uint16_t>()[i]);
+  case ir::DType::F16: return f16ToFloat(as<uint16_t>()[i]);
+  case ir::DType::I32: return as<int32_t>()[i];
+  case ir::DType::I64: return static_cast<double>(as<int64_t>()[i]);
+  }
+  return 0;
+}
+
+void Tensor::set(int64_t i, double value) {
+  switch (dtype()) {
+  case ir::DType::F32: as<float>()[i] = static_cast<float>(value); return;
+  case ir::DType::F64: as<double>()[i] = value; return;
+  case ir::DType::BF16:
+    // Round once, exactly, from the double; the result is a float whose
+    // low 16 bits are zero.
+    as<uint16_t>()[i] = floatToBF16(
+        static_cast<float>(ir::roundToDType(value, ir::DType::BF16)));
+    return;
+  case ir::DType::F16:
+    as<uint16_t>()[i] = floatToF16(
+        static_cast<float>(ir::roundToDType(value, ir::DType::F16)));
+    return;
+  case ir::DType::I32: as<int32_t>()[i] = static_cast<int32_t>(value); return;
+  case ir::DType::I64: as<int64_t>()[i] = static_cast<int64_t>(value); return;
+  }
+}
+
+Tensor Tensor::fromHost(const ir::HostTensor &host) {
+  Tensor t(host.type);
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.set(i, host.data[static_cast<size_t>(i)]);
+  return t;
+}
+
+ir::HostTensor Tensor::toHost() const {
+  ir::HostTensor h(type_);
+  for (int64_t i = 0; i < numel(); ++i)
+    h.data[static_cast<size_t>(i)] = get(i);
+  return h;
+}
+
+} // namespace mgc::runtime
