@@ -203,3 +203,17 @@ TEST_CASE("frontend constants: -D values") {
   CHECK(!parseNumberText("0x10"));
   CHECK(!parseNumberText("99999999999999999999"));
 }
+
+TEST_CASE("frontend parser: a trailing operator continues the line") {
+  Parsed p = parseText("const A = 1 +\n  2 *\n  3, B = [1, 2,]\n");
+  CHECK(p.diags == "");
+  REQUIRE(p.ast.consts.size() == 2);
+  const Expr &a = *p.ast.consts[0].value;
+  REQUIRE(a.kind == ExprKind::Binary);
+  CHECK(a.op == '+');
+  CHECK(a.args[1]->op == '*');
+  CHECK(p.ast.consts[1].value->args.size() == 2);
+  // Without the operator, the line ends the statement.
+  Parsed q = parseText("const A = 1\n  + 2\n");
+  CHECK(q.errors == 1);
+}
