@@ -11,6 +11,7 @@
 #include "passes/PassManager.h"
 
 #include "ir/Builder.h"
+#include "ir/Verifier.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
@@ -52,6 +53,14 @@ llvm::DenseSet<const Value *> activeValues(const ir::Graph &g) {
 } // namespace
 
 LogicalResult differentiate(ir::Module &module, DiagnosticEngine &diag) {
+  // The rules trust operand types and attributes (as the interpreter's
+  // evaluators do); a module that does not verify is refused, not read out
+  // of bounds.
+  if (failed(ir::verify(module, diag))) {
+    diag.error("autodiff needs a valid module ('" + module.name() +
+               "' does not verify)");
+    return failure();
+  }
   ir::Graph &g = module.graph();
   const ir::Output *lossOut = g.lossOutput();
   if (!lossOut || !lossOut->value) {

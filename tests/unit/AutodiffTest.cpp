@@ -304,3 +304,27 @@ TEST_CASE("autodiff: diagnostics") {
         contains(diags, "already has an output 'grad.w' (autodiff runs once)"));
   }
 }
+
+TEST_CASE("autodiff: a module that does not verify is refused") {
+  Module m("broken");
+  Graph &g = m.graph();
+  Value *w = g.addParam("w", TensorType(DType::F32, {2, 3}), Init{});
+  // A slice whose attributes are out of range, created without checking.
+  Op *s = g.createOp(
+      OpKind::Slice, {w},
+      Attrs{{"axis", int64_t(5)}, {"start", int64_t(0)}, {"end", int64_t(9)}},
+      TensorType(DType::F32, {2, 3}));
+  Op *loss = g.createOp(
+      OpKind::Sum, {s->result()},
+      Attrs{{"axes", std::vector<int64_t>{0, 1}}, {"keepdims", false}},
+      TensorType(DType::F32, {}));
+  g.addOutput("loss", loss->result(), true);
+  std::string diags;
+  llvm::raw_string_ostream os(diags);
+  DiagnosticEngine diag(os);
+  CHECK(failed(passes::differentiate(m, diag)));
+  os.flush();
+  CHECK(contains(diags, "autodiff needs a valid module ('broken' does not "
+                        "verify)"));
+  CHECK(g.outputs().size() == 1);
+}
