@@ -16,7 +16,7 @@ namespace {
 
 std::unique_ptr<Module> compileSample(const std::string &file,
                                       const frontend::ConstOverrides &defines) {
-  std::string path = std::string(MGC_SOURCE_DIR) + "/samples/" + file;
+  std::string path = std::string(MGC_SOURCE_DIR) + "/" + file;
   auto buf = llvm::MemoryBuffer::getFile(path);
   REQUIRE(buf);
   std::string text;
@@ -91,8 +91,8 @@ TEST_CASE("gradcheck model: tiny GPT") {
     frontend::ConstOverrides defines = {{"V", "32"}, {"T", "4"}, {"D", "8"},
                                         {"H", "2"},  {"L", "2"}, {"B", "2"},
                                         {"P", p}};
-    auto forward = compileSample("gpt.mg", defines);
-    auto differentiated = compileSample("gpt.mg", defines);
+    auto forward = compileSample("samples/gpt.mg", defines);
+    auto differentiated = compileSample("samples/gpt.mg", defines);
     differentiateOrFail(*differentiated);
     TensorMap args =
         randomArguments(*forward, 3, [](const Value &v, size_t i) -> double {
@@ -124,8 +124,8 @@ TEST_CASE("gradcheck model: tiny GPT") {
 TEST_CASE("gradcheck model: MLP") {
   frontend::ConstOverrides defines = {
       {"B", "4"}, {"D", "6"}, {"H", "5"}, {"C", "3"}};
-  auto forward = compileSample("mlp.mg", defines);
-  auto differentiated = compileSample("mlp.mg", defines);
+  auto forward = compileSample("samples/mlp.mg", defines);
+  auto differentiated = compileSample("samples/mlp.mg", defines);
   differentiateOrFail(*differentiated);
   TensorMap args = randomArguments(*forward, 9, [](const Value &v, size_t i) {
     return static_cast<double>(randomBelow(4, v, i, 3));
@@ -140,7 +140,7 @@ TEST_CASE("gradcheck model: the differentiated GPT round-trips and gives the "
           "same gradients") {
   frontend::ConstOverrides defines = {{"V", "16"}, {"T", "3"}, {"D", "4"},
                                       {"H", "2"},  {"L", "1"}, {"B", "1"}};
-  auto m = compileSample("gpt.mg", defines);
+  auto m = compileSample("samples/gpt.mg", defines);
   differentiateOrFail(*m);
   PrintOptions opts;
   opts.locations = true;
@@ -164,4 +164,40 @@ TEST_CASE("gradcheck model: the differentiated GPT round-trips and gives the "
     INFO(name);
     CHECK(b.at(name).data == t.data);
   }
+}
+
+TEST_CASE("gradcheck model: composed and fused attention give the same "
+          "gradients") {
+  // tests/lit/frontend/gpt_composed.mg is samples/gpt.mg with the attention
+  // written out (matmul, div, causal_mask, softmax, matmul): the same
+  // parameters, so the same loss and gradients.
+  frontend::ConstOverrides defines = {{"V", "32"}, {"T", "4"}, {"D", "8"},
+                                      {"H", "2"},  {"L", "2"}, {"B", "2"}};
+  auto fused = compileSample("samples/gpt.mg", defines);
+  auto composedForward =
+      compileSample("tests/lit/frontend/gpt_composed.mg", defines);
+  auto composed = compileSample("tests/lit/frontend/gpt_composed.mg", defines);
+  differentiateOrFail(*fused);
+  differentiateOrFail(*composed);
+  TensorMap args = randomArguments(*fused, 4, [](const Value &v, size_t i) {
+    if (v.name() == "pos")
+      return static_cast<double>(i);
+    return static_cast<double>(randomBelow(6, v, i, 32));
+  });
+  TensorMap a = evaluate(*fused, args), b = evaluate(*composed, args);
+  REQUIRE(a.size() == b.size());
+  size_t grads = 0;
+  for (const auto &[name, t] : a) {
+    INFO(name);
+    REQUIRE(b.count(name) == 1);
+    REQUIRE(b.at(name).data.size() == t.data.size());
+    for (size_t i = 0; i < t.data.size(); ++i)
+      CHECK(std::fabs(b.at(name).data[i] - t.data[i]) <=
+            1e-12 * std::max(1.0, std::fabs(t.data[i])));
+    grads += llvm::StringRef(name).startswith("grad.");
+  }
+  CHECK(grads == fused->graph().params().size());
+  // And the composed form's gradients against finite differences.
+  compareWithFiniteDifferences(*composedForward, *composed, args,
+                               randomElements(2, 29));
 }
