@@ -6,6 +6,7 @@
 #include "frontend/Frontend.h"
 #include "ir/Printer.h"
 #include "ir/TextParser.h"
+#include "passes/PassManager.h"
 
 #include "llvm/Support/MemoryBuffer.h"
 
@@ -200,4 +201,38 @@ TEST_CASE("gradcheck model: composed and fused attention give the same "
   // And the composed form's gradients against finite differences.
   compareWithFiniteDifferences(*composedForward, *composed, args,
                                randomElements(2, 29));
+}
+
+TEST_CASE("gradcheck model: canonicalize, cse and dce keep the gradients") {
+  frontend::ConstOverrides defines = {{"V", "32"}, {"T", "4"}, {"D", "8"},
+                                      {"H", "2"},  {"L", "2"}, {"B", "2"},
+                                      {"P", "0.2"}};
+  auto plain = compileSample("samples/gpt.mg", defines);
+  auto optimized = compileSample("samples/gpt.mg", defines);
+  differentiateOrFail(*plain);
+  std::string diagText;
+  llvm::raw_string_ostream os(diagText);
+  DiagnosticEngine diag(os);
+  passes::PassManager pm;
+  bool ok =
+      succeeded(pm.parsePipeline("autodiff,canonicalize,cse,dce", diag)) &&
+      succeeded(pm.run(*optimized, diag));
+  os.flush();
+  INFO(diagText);
+  REQUIRE(ok);
+  CHECK(optimized->graph().numOps() < plain->graph().numOps());
+  TensorMap args = randomArguments(*plain, 8, [](const Value &v, size_t i) {
+    if (v.name() == "pos")
+      return static_cast<double>(i);
+    return static_cast<double>(randomBelow(3, v, i, 32));
+  });
+  TensorMap a = evaluate(*plain, args), b = evaluate(*optimized, args);
+  REQUIRE(a.size() == b.size());
+  for (const auto &[name, t] : a) {
+    INFO(name);
+    REQUIRE(b.count(name) == 1);
+    for (size_t i = 0; i < t.data.size(); ++i)
+      CHECK(std::fabs(b.at(name).data[i] - t.data[i]) <=
+            1e-12 * std::max(1.0, std::fabs(t.data[i])));
+  }
 }
