@@ -41,6 +41,13 @@ Value *Graph::addParam(llvm::StringRef name, TensorType type, Init init,
   return args_.back().get();
 }
 
+Value *Graph::addState(llvm::StringRef name, TensorType type, Init init,
+                       Loc loc) {
+  Value *v = addParam(name, std::move(type), init, loc);
+  v->kind_ = ValueKind::State;
+  return v;
+}
+
 std::vector<Value *> Graph::inputs() const {
   std::vector<Value *> out;
   for (const auto &a : args_)
@@ -53,6 +60,14 @@ std::vector<Value *> Graph::params() const {
   std::vector<Value *> out;
   for (const auto &a : args_)
     if (a->kind() == ValueKind::Param)
+      out.push_back(a.get());
+  return out;
+}
+
+std::vector<Value *> Graph::states() const {
+  std::vector<Value *> out;
+  for (const auto &a : args_)
+    if (a->kind() == ValueKind::State)
       out.push_back(a.get());
   return out;
 }
@@ -103,6 +118,17 @@ const Output *Graph::lossOutput() const {
   return nullptr;
 }
 
+void Graph::addUpdate(Value *target, Value *value, Loc loc) {
+  updates_.push_back(Update{target, value, loc});
+}
+
+const Update *Graph::findUpdate(const Value *target) const {
+  for (const Update &u : updates_)
+    if (u.target == target)
+      return &u;
+  return nullptr;
+}
+
 void Graph::replaceAllUsesWith(Value *from, Value *to) {
   for (auto &op : ops_)
     for (unsigned i = 0; i < op->numOperands(); ++i)
@@ -111,6 +137,9 @@ void Graph::replaceAllUsesWith(Value *from, Value *to) {
   for (Output &o : outputs_)
     if (o.value == from)
       o.value = to;
+  for (Update &u : updates_)
+    if (u.value == from)
+      u.value = to;
 }
 
 llvm::DenseMap<const Value *, unsigned> Graph::useCounts() const {
@@ -124,6 +153,8 @@ llvm::DenseMap<const Value *, unsigned> Graph::useCounts() const {
   }
   for (const Output &o : outputs_)
     ++counts[o.value];
+  for (const Update &u : updates_)
+    ++counts[u.value];
   return counts;
 }
 

@@ -1,6 +1,7 @@
-// The graph IR: a Module holds one Graph; a Graph has arguments (data inputs
-// and parameters), ops in SSA order, and named outputs. Every op has exactly
-// one result. Shapes are static.
+// The graph IR: a Module holds one Graph; a Graph has arguments (data inputs,
+// parameters and persistent state), ops in SSA order, named outputs, and
+// updates (the new value of a parameter or state after the step). Every op
+// has exactly one result. Shapes are static.
 #pragma once
 
 #include "ir/Attrs.h"
@@ -23,7 +24,10 @@ namespace mgc::ir {
 class Op;
 class Graph;
 
-enum class ValueKind : uint8_t { Input, Param, Result };
+// Input: data fed for each step. Param: trained, persistent. State:
+// persistent but not trained (optimizer moments, step counters). Result: an
+// op's result.
+enum class ValueKind : uint8_t { Input, Param, Result, State };
 
 // How a parameter is initialised. normal(mean = a, std = b),
 // uniform(low = a, high = b), xavier (uniform with the Glorot bound from
@@ -49,8 +53,13 @@ public:
   Op *definingOp() const { return op_; }
   // Arguments: the hierarchical name ("blocks.3.attn.w_qkv"). Results: empty.
   const std::string &name() const { return name_; }
-  // Parameters only.
+  // Parameters and state only.
   const Init &init() const { return init_; }
+  // Parameters and state: arguments that persist from step to step and may
+  // be the target of an update.
+  bool isPersistent() const {
+    return kind_ == ValueKind::Param || kind_ == ValueKind::State;
+  }
   Loc loc() const;
 
 private:
@@ -108,6 +117,15 @@ struct Output {
   Loc loc;
 };
 
+// After the step, the persistent argument `target` (a parameter or state)
+// takes the value `value`. All updates of one step read the values from
+// before it: they happen together, after every op.
+struct Update {
+  Value *target = nullptr;
+  Value *value = nullptr;
+  Loc loc;
+};
+
 class Graph {
 public:
   using OpList = std::list<std::unique_ptr<Op>>;
@@ -121,9 +139,12 @@ public:
   Value *addInput(llvm::StringRef name, TensorType type, Loc loc = {});
   Value *addParam(llvm::StringRef name, TensorType type, Init init,
                   Loc loc = {});
+  Value *addState(llvm::StringRef name, TensorType type, Init init,
+                  Loc loc = {});
   llvm::ArrayRef<std::unique_ptr<Value>> arguments() const { return args_; }
   std::vector<Value *> inputs() const;
   std::vector<Value *> params() const;
+  std::vector<Value *> states() const;
   Value *findArgument(llvm::StringRef name) const;
 
   // Creates an op with a given result type (no checking: see Builder for
@@ -150,15 +171,24 @@ public:
   const std::vector<Output> &outputs() const { return outputs_; }
   const Output *lossOutput() const;
 
-  // Makes every use of `from` (operands and outputs) use `to` instead.
+  // Updates, in the order added (the verifier checks targets and types).
+  void addUpdate(Value *target, Value *value, Loc loc = {});
+  std::vector<Update> &updates() { return updates_; }
+  const std::vector<Update> &updates() const { return updates_; }
+  // The update of `target`, or null.
+  const Update *findUpdate(const Value *target) const;
+
+  // Makes every use of `from` (operands, outputs and update values) use `to`
+  // instead. Update targets are not uses: they name the argument updated.
   void replaceAllUsesWith(Value *from, Value *to);
-  // Number of uses of each value (operands and outputs).
+  // Number of uses of each value (operands, outputs and update values).
   llvm::DenseMap<const Value *, unsigned> useCounts() const;
 
 private:
   std::vector<std::unique_ptr<Value>> args_;
   OpList ops_;
   std::vector<Output> outputs_;
+  std::vector<Update> updates_;
 };
 
 class Module {

@@ -31,7 +31,11 @@ constexpr size_t kNumEvaluators = sizeof(kEvaluators) / sizeof(kEvaluators[0]);
 constexpr int64_t kMaxElements = int64_t(1) << 30;
 
 std::string kindWord(const Value &v) {
-  return v.kind() == ValueKind::Param ? "parameter" : "input";
+  switch (v.kind()) {
+  case ValueKind::Param: return "parameter";
+  case ValueKind::State: return "state";
+  default: return "input";
+  }
 }
 
 // Integer tensors are held as doubles: each value must be a whole number in
@@ -99,7 +103,7 @@ bool hasEvaluator(OpKind kind) {
 }
 
 FailureOr<TensorMap> interpret(const Module &module, const TensorMap &arguments,
-                               DiagnosticEngine &diag) {
+                               DiagnosticEngine &diag, TensorMap *updated) {
   const Graph &graph = module.graph();
   if (failed(checkArguments(graph, arguments, diag)))
     return failure();
@@ -122,6 +126,8 @@ FailureOr<TensorMap> interpret(const Module &module, const TensorMap &arguments,
     }
     for (const Output &o : graph.outputs())
       lastUse[o.value] = SIZE_MAX;
+    for (const Update &u : graph.updates())
+      lastUse[u.value] = SIZE_MAX;
   }
 
   std::vector<HostTensor> results(graph.numOps());
@@ -196,7 +202,35 @@ FailureOr<TensorMap> interpret(const Module &module, const TensorMap &arguments,
     }
     outputs[o.name] = *it->second;
   }
+  if (updated) {
+    // Read everything first: all updates of a step see the values from
+    // before it, even when one update's value is another's target.
+    TensorMap next;
+    for (const Update &u : graph.updates()) {
+      auto it = env.find(u.value);
+      if (!u.target || !u.target->isPersistent() || it == env.end() ||
+          !it->second) {
+        diag.error(u.loc, "update is not of a parameter or state to a value "
+                          "of the graph");
+        return failure();
+      }
+      if (it->second->type != u.target->type()) {
+        diag.error(u.loc, "update of '" + u.target->name() + "' has type " +
+                              it->second->type.str() + " but '" +
+                              u.target->name() + "' is " +
+                              u.target->type().str());
+        return failure();
+      }
+      next[u.target->name()] = *it->second;
+    }
+    *updated = std::move(next);
+  }
   return outputs;
+}
+
+void applyUpdates(TensorMap &arguments, const TensorMap &updated) {
+  for (const auto &[name, tensor] : updated)
+    arguments[name] = tensor;
 }
 
 namespace interp {

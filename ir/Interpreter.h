@@ -27,12 +27,21 @@ struct HostTensor {
 
 using TensorMap = std::map<std::string, HostTensor>;
 
-// Evaluates the graph. `arguments` gives a tensor for every input and
-// parameter by name (types must match). Returns the outputs by name.
-// Reports (and fails on) missing or mistyped arguments and out-of-range
-// integer ids or targets, naming the tensor.
+// Evaluates the graph. `arguments` gives a tensor for every input,
+// parameter and state by name (types must match). Returns the outputs by
+// name. When `updated` is given, it is filled with the value each update
+// target takes after the step, by argument name (persistent arguments
+// without an update are not in it); a training loop merges it into the
+// arguments of the next step (see applyUpdates). Reports (and fails on)
+// missing or mistyped arguments and out-of-range integer ids or targets,
+// naming the tensor.
 FailureOr<TensorMap> interpret(const Module &module, const TensorMap &arguments,
-                               DiagnosticEngine &diag);
+                               DiagnosticEngine &diag,
+                               TensorMap *updated = nullptr);
+
+// Replaces the tensors of `arguments` named in `updated` (the new values of
+// parameters and state after a step).
+void applyUpdates(TensorMap &arguments, const TensorMap &updated);
 
 // Whether the interpreter has an evaluation function for this op kind.
 bool hasEvaluator(OpKind kind);
@@ -43,8 +52,8 @@ bool hasEvaluator(OpKind kind);
 // zero (no range check: `cast` checks that).
 double roundToDType(double value, DType dtype);
 
-// The value of a parameter after initialisation from `seed`: a pure
-// function of (seed, parameter name, init, type), so every backend and every
+// The value of a parameter (or state) after initialisation from `seed`: a
+// pure function of (seed, name, init, type), so every backend and every
 // device agrees on it.
 HostTensor initParameter(const Value &param, uint64_t seed);
 

@@ -65,6 +65,8 @@ public:
       printOp(*op);
     for (const Output &o : g.outputs())
       printOutput(o);
+    for (const Update &u : g.updates())
+      printUpdate(u);
     os_ << "}\n";
   }
 
@@ -96,10 +98,12 @@ private:
   }
 
   void printArgument(const Value &arg) {
-    bool isParam = arg.kind() == ValueKind::Param;
-    os_ << "  " << (isParam ? "param " : "input ") << valueText(&arg) << " : "
-        << arg.type().str();
-    if (isParam)
+    bool persistent = arg.isPersistent();
+    const char *keyword = arg.kind() == ValueKind::Param   ? "param "
+                          : arg.kind() == ValueKind::State ? "state "
+                                                           : "input ";
+    os_ << "  " << keyword << valueText(&arg) << " : " << arg.type().str();
+    if (persistent)
       os_ << " = " << formatInit(arg.init());
     if (options_.locations)
       printLoc(arg.loc(), os_);
@@ -129,6 +133,13 @@ private:
       os_ << " [loss]";
     if (options_.locations)
       printLoc(o.loc, os_);
+    os_ << '\n';
+  }
+
+  void printUpdate(const Update &u) {
+    os_ << "  update " << valueText(u.target) << " = " << valueText(u.value);
+    if (options_.locations)
+      printLoc(u.loc, os_);
     os_ << '\n';
   }
 

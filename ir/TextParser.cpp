@@ -60,10 +60,11 @@ private:
 
   LogicalResult parseModuleHeader();
   LogicalResult parseItem();
-  LogicalResult parseArgument(bool isParam);
+  LogicalResult parseArgument(ValueKind kind);
   LogicalResult parseInit(Init &init);
   LogicalResult parseOp();
   LogicalResult parseOutput();
+  LogicalResult parseUpdate();
   LogicalResult parseValueRef(Value *&value);
   LogicalResult parseType(TensorType &type, const llvm::Twine &context);
   LogicalResult parseAttrDict(Attrs &attrs, const OpInfo *info);
@@ -143,15 +144,19 @@ LogicalResult TextParser::parseModuleHeader() {
 
 LogicalResult TextParser::parseItem() {
   if (tok_.isIdent("input"))
-    return parseArgument(/*isParam=*/false);
+    return parseArgument(ValueKind::Input);
   if (tok_.isIdent("param"))
-    return parseArgument(/*isParam=*/true);
+    return parseArgument(ValueKind::Param);
+  if (tok_.isIdent("state"))
+    return parseArgument(ValueKind::State);
   if (tok_.isIdent("output"))
     return parseOutput();
+  if (tok_.isIdent("update"))
+    return parseUpdate();
   if (tok_.is(TokenKind::ValueName))
     return parseOp();
-  return unexpected("'input', 'param', 'output', an op ('%name = ...') or "
-                    "'}'");
+  return unexpected("'input', 'param', 'state', 'output', 'update', an op "
+                    "('%name = ...') or '}'");
 }
 
 LogicalResult TextParser::declareName(const Token &nameTok) {
@@ -166,7 +171,8 @@ void TextParser::define(Value *value) {
   pendingName_.clear();
 }
 
-LogicalResult TextParser::parseArgument(bool isParam) {
+LogicalResult TextParser::parseArgument(ValueKind kind) {
+  bool persistent = kind != ValueKind::Input;
   Token keyword = tok_;
   consume();
   if (!tok_.is(TokenKind::ValueName))
@@ -182,9 +188,11 @@ LogicalResult TextParser::parseArgument(bool isParam) {
   if (failed(parseType(type, "argument type after ':'")))
     return failure();
   Init init;
-  if (isParam) {
-    if (failed(expect(TokenKind::Equal, "'=' and an initialiser after the "
-                                        "parameter type")))
+  if (persistent) {
+    if (failed(expect(TokenKind::Equal,
+                      llvm::Twine("'=' and an initialiser after the ") +
+                          (kind == ValueKind::Param ? "parameter" : "state") +
+                          " type")))
       return failure();
     if (failed(parseInit(init)))
       return failure();
@@ -193,8 +201,9 @@ LogicalResult TextParser::parseArgument(bool isParam) {
   if (failed(parseOptionalLoc(loc)))
     return failure();
   Graph &g = module_->graph();
-  define(isParam ? g.addParam(nameTok.value, type, init, loc)
-                 : g.addInput(nameTok.value, type, loc));
+  define(kind == ValueKind::Param   ? g.addParam(nameTok.value, type, init, loc)
+         : kind == ValueKind::State ? g.addState(nameTok.value, type, init, loc)
+                                    : g.addInput(nameTok.value, type, loc));
   return success();
 }
 
@@ -311,6 +320,28 @@ LogicalResult TextParser::parseOutput() {
   if (failed(parseOptionalLoc(loc)))
     return failure();
   module_->graph().addOutput(name, value, isLoss, loc);
+  return success();
+}
+
+// update %target = %value: whether the target is a parameter or state and
+// the types agree is the verifier's business.
+LogicalResult TextParser::parseUpdate() {
+  Token keyword = tok_;
+  consume();
+  if (!tok_.is(TokenKind::ValueName))
+    return unexpected("the updated argument '%name' after 'update'");
+  Value *target = nullptr;
+  if (failed(parseValueRef(target)))
+    return failure();
+  if (failed(expect(TokenKind::Equal, "'=' after the updated argument")))
+    return failure();
+  Value *value = nullptr;
+  if (failed(parseValueRef(value)))
+    return failure();
+  Loc loc = locOf(keyword);
+  if (failed(parseOptionalLoc(loc)))
+    return failure();
+  module_->graph().addUpdate(target, value, loc);
   return success();
 }
 

@@ -79,6 +79,36 @@ LogicalResult verify(const Module &module, DiagnosticEngine &diag) {
   }
   if (losses > 1)
     diag.error("module '" + module.name() + "' has more than one loss output");
+
+  // Updates: a persistent argument of the graph takes a value of its own
+  // type, at most once per step.
+  llvm::DenseMap<const Value *, Loc> updated;
+  for (const Update &u : g.updates()) {
+    if (!u.target || !defined.count(u.target) || !u.target->isArgument()) {
+      diag.error(u.loc, "update target is not an argument of the graph");
+      continue;
+    }
+    const std::string &name = u.target->name();
+    if (!u.target->isPersistent()) {
+      diag.error(u.loc, "update target '" + name +
+                            "' must be a parameter or state, not an input");
+      continue;
+    }
+    if (!u.value || !defined.count(u.value)) {
+      diag.error(u.loc, "update of '" + name + "' is not a value of the graph");
+      continue;
+    }
+    if (u.value->type() != u.target->type())
+      diag.error(u.loc, "update of '" + name + "' has type " +
+                            u.value->type().str() + " but '" + name +
+                            "' is " + u.target->type().str());
+    auto [it, inserted] = updated.try_emplace(u.target, u.loc);
+    if (!inserted) {
+      diag.error(u.loc, "'" + name + "' is updated more than once");
+      if (it->second.valid())
+        diag.note(it->second, "first update of '" + name + "' is here");
+    }
+  }
   return diag.errorCount() == errorsBefore ? success() : failure();
 }
 

@@ -60,6 +60,9 @@ public:
     for (ir::Output &o : g.outputs())
       if (o.value)
         o.value = resolve(o.value);
+    for (ir::Update &u : g.updates())
+      if (u.value)
+        u.value = resolve(u.value);
     if (!merged.empty())
       g.eraseOpsIf([&](const Op &op) { return merged.count(&op) != 0; });
     return success();

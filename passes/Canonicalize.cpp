@@ -468,6 +468,9 @@ private:
     for (ir::Output &o : g.outputs())
       if (o.value)
         o.value = resolve(o.value);
+    for (ir::Update &u : g.updates())
+      if (u.value)
+        u.value = resolve(u.value);
     eraseNewlyDead(g, initiallyDead);
     return changed;
   }

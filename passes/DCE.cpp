@@ -1,6 +1,6 @@
-// dce: dead code elimination. An op is live when an output uses its result,
-// directly or through other live ops; every other op is erased. Arguments
-// stay: they are the module's interface, used or not.
+// dce: dead code elimination. An op is live when an output or an update uses
+// its result, directly or through other live ops; every other op is erased.
+// Arguments stay: they are the module's interface, used or not.
 #include "passes/PassManager.h"
 
 #include "llvm/ADT/DenseSet.h"
@@ -22,6 +22,9 @@ public:
     for (const ir::Output &o : g.outputs())
       if (o.value)
         live.insert(o.value);
+    for (const ir::Update &u : g.updates())
+      if (u.value)
+        live.insert(u.value);
     // Users come after their operands, so one backward walk sees every use
     // of a value before the value itself.
     llvm::DenseSet<const Op *> dead;

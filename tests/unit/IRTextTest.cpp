@@ -469,8 +469,8 @@ TEST_CASE("IR text: each parse error at its line and column") {
        "t.mgir:2:25: error: expected file name string or 'unknown' in "
        "loc(...), found 'a.mg'"},
       {"module @m {\n  input %x : f32[2]\n  foo\n}",
-       "t.mgir:3:3: error: expected 'input', 'param', 'output', an op ('%name "
-       "= ...') or '}', found 'foo'"},
+       "t.mgir:3:3: error: expected 'input', 'param', 'state', 'output', "
+       "'update', an op ('%name = ...') or '}', found 'foo'"},
       {"module @m {\n  input %x : f32[2]\n  %0 = neg(%x) : f32[2] $\n}",
        "t.mgir:3:25: error: unexpected character '$'"},
       {"module @m {\n  input %x : f32[2]\0\n}"sv,
