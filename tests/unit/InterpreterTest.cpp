@@ -414,6 +414,11 @@ TEST_CASE("interp: every op kind is evaluated") {
          return f.op(OpKind::CausalMaskGrad,
                      {f.randomInput("s", {2, 3, 3}, 1)});
        }},
+      // The internal ops of the training step (their values are checked in
+      // OptimizerTest.cpp).
+      {OpKind::Cos, unary(OpKind::Cos)},
+      {OpKind::Minimum, binary(OpKind::Minimum)},
+      {OpKind::Maximum, binary(OpKind::Maximum)},
   };
   for (const OpInfo &info : allOpInfos()) {
     INFO("op " << info.name.str());

@@ -99,7 +99,7 @@ TEST_CASE("the registry lists canonicalize, cse, dce and autodiff") {
     CHECK(p->name() == info.name);
   }
   CHECK(names == std::vector<std::string>{"canonicalize", "cse", "dce",
-                                            "autodiff"});
+                                            "autodiff", "optimizer"});
 }
 
 TEST_CASE("parsePipeline runs the named passes in order") {
@@ -144,7 +144,7 @@ TEST_CASE("an unknown pass is reported with the list of known passes") {
   PassManager pm({}, f.dumpStream);
   CHECK(failed(pm.parsePipeline("canonicalize,csee", f.diag)));
   CHECK(f.diags() == "mgc: error: unknown pass 'csee' in --passes; known "
-                     "passes: canonicalize, cse, dce, autodiff\n");
+                     "passes: canonicalize, cse, dce, autodiff, optimizer\n");
   // Nothing was added: the module is untouched.
   std::string before = printModuleToString(f.module);
   REQUIRE(succeeded(pm.run(f.module, f.diag)));

@@ -1,0 +1,224 @@
+// Reading and checking the `train.*` module attributes that configure the
+// optimizer pass. Each setting is checked on its own, so one run reports
+// every bad one.
+#include "passes/Optimizer.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+#include <optional>
+
+namespace mgc::passes {
+
+namespace {
+
+constexpr llvm::StringLiteral kPrefix = "train.";
+
+// The settings the optimizer pass reads, and the other training settings it
+// accepts without reading (they belong to the training loop).
+constexpr llvm::StringLiteral kKnownSettings[] = {
+    "optimizer",      "lr",    "momentum",     "beta1",
+    "beta2",          "eps",   "weight_decay", "schedule",
+    "warmup_steps",   "steps", "min_lr",       "clip_grad_norm",
+    "keep_gradients", "seed",
+};
+
+std::string attrName(llvm::StringRef key) { return (kPrefix + key).str(); }
+
+class ConfigReader {
+public:
+  ConfigReader(const ir::Attrs &attrs, DiagnosticEngine &diag)
+      : attrs_(attrs), diag_(diag) {}
+
+  bool has(llvm::StringRef key) const { return attrs_.has(attrName(key)); }
+
+  void invalid(llvm::StringRef key, const llvm::Twine &why) {
+    diag_.error("invalid setting " + attrName(key) + " = " +
+                ir::formatAttrValue(*attrs_.find(attrName(key))) + ": " + why);
+    ok_ = false;
+  }
+  void error(const llvm::Twine &msg) {
+    diag_.error(msg);
+    ok_ = false;
+  }
+
+  // A number (integer or float) in [lo, hi] (bounds optional).
+  void number(llvm::StringRef key, double &out, std::optional<double> lo,
+              std::optional<double> hi, bool hiOpen = false) {
+    const ir::AttrValue *v = attrs_.find(attrName(key));
+    if (!v)
+      return;
+    double d = 0;
+    if (auto *i = std::get_if<int64_t>(v))
+      d = static_cast<double>(*i);
+    else if (auto *f = std::get_if<double>(v))
+      d = *f;
+    else
+      return invalid(key, "expected a number");
+    if (!std::isfinite(d))
+      return invalid(key, "expected a finite number");
+    if ((lo && d < *lo) || (hi && (hiOpen ? d >= *hi : d > *hi))) {
+      std::string range = lo && hi
+                              ? "in [" + ir::formatDouble(*lo) + ", " +
+                                    ir::formatDouble(*hi) + (hiOpen ? ")" : "]")
+                          : lo ? "at least " + ir::formatDouble(*lo)
+                               : "at most " + ir::formatDouble(*hi);
+      return invalid(key, "must be " + range);
+    }
+    out = d;
+  }
+
+  // A whole number >= lo (an integer, or a float with an integer value).
+  void integer(llvm::StringRef key, int64_t &out, int64_t lo) {
+    const ir::AttrValue *v = attrs_.find(attrName(key));
+    if (!v)
+      return;
+    int64_t n = 0;
+    if (auto *i = std::get_if<int64_t>(v)) {
+      n = *i;
+    } else if (auto *f = std::get_if<double>(v);
+               f && std::isfinite(*f) && *f == std::trunc(*f) &&
+               std::fabs(*f) < 9007199254740992.0) {
+      n = static_cast<int64_t>(*f);
+    } else {
+      return invalid(key, "expected an integer");
+    }
+    // The step counter is an f32 scalar: exact up to 2^24.
+    if (n < lo || n > (int64_t(1) << 24))
+      return invalid(key, "must be in " + llvm::Twine(lo) + ".." +
+                              llvm::Twine(int64_t(1) << 24));
+    out = n;
+  }
+
+  // One of a list of words; returns its index.
+  std::optional<size_t> word(llvm::StringRef key,
+                             llvm::ArrayRef<llvm::StringRef> choices) {
+    const ir::AttrValue *v = attrs_.find(attrName(key));
+    if (!v)
+      return std::nullopt;
+    auto *s = std::get_if<std::string>(v);
+    for (size_t i = 0; s && i < choices.size(); ++i)
+      if (*s == choices[i])
+        return i;
+    invalid(key, "expected one of " + llvm::join(choices, ", "));
+    return std::nullopt;
+  }
+
+  void boolean(llvm::StringRef key, bool &out) {
+    const ir::AttrValue *v = attrs_.find(attrName(key));
+    if (!v)
+      return;
+    if (auto *b = std::get_if<bool>(v))
+      out = *b;
+    else
+      invalid(key, "expected true or false");
+  }
+
+  // Reports a setting given for an optimizer or schedule that has no use
+  // for it (as torch.optim refuses an unexpected keyword argument).
+  void notFor(llvm::StringRef key, llvm::StringRef what) {
+    if (has(key))
+      error(llvm::Twine("setting ") + attrName(key) + " does not apply to " +
+            what);
+  }
+
+  void unknownSettings() {
+    for (const auto &[name, value] : attrs_.entries()) {
+      llvm::StringRef n(name);
+      if (!n.startswith(kPrefix))
+        continue;
+      llvm::StringRef key = n.drop_front(kPrefix.size());
+      if (llvm::is_contained(kKnownSettings, key))
+        continue;
+      std::string msg = "unknown training setting " + name;
+      // Suggest the closest known name, as the frontend does for names.
+      llvm::StringRef best;
+      unsigned bestDistance = 3;
+      for (llvm::StringRef known : kKnownSettings) {
+        unsigned d = key.edit_distance(known, true, bestDistance);
+        if (d < bestDistance) {
+          best = known;
+          bestDistance = d;
+        }
+      }
+      if (!best.empty())
+        msg += "; did you mean " + attrName(best) + "?";
+      error(msg);
+    }
+  }
+
+  bool ok() const { return ok_; }
+
+private:
+  const ir::Attrs &attrs_;
+  DiagnosticEngine &diag_;
+  bool ok_ = true;
+};
+
+} // namespace
+
+FailureOr<OptimizerConfig> readOptimizerConfig(const ir::Attrs &moduleAttrs,
+                                               DiagnosticEngine &diag) {
+  ConfigReader r(moduleAttrs, diag);
+  OptimizerConfig c;
+  r.unknownSettings();
+  if (auto k = r.word("optimizer", {"sgd", "adamw"}))
+    c.kind = *k == 0 ? OptimizerKind::SGD : OptimizerKind::AdamW;
+  c.weightDecay = c.kind == OptimizerKind::SGD ? 0.0 : 0.01;
+
+  r.number("lr", c.lr, 0.0, std::nullopt);
+  r.number("weight_decay", c.weightDecay, 0.0, std::nullopt);
+  if (c.kind == OptimizerKind::SGD) {
+    r.number("momentum", c.momentum, 0.0, std::nullopt);
+    for (llvm::StringRef key : {"beta1", "beta2", "eps"})
+      r.notFor(key, "optimizer sgd");
+  } else {
+    r.number("beta1", c.beta1, 0.0, 1.0, /*hiOpen=*/true);
+    r.number("beta2", c.beta2, 0.0, 1.0, /*hiOpen=*/true);
+    r.number("eps", c.eps, 0.0, std::nullopt);
+    r.notFor("momentum", "optimizer adamw");
+  }
+
+  if (auto k = r.word("schedule", {"constant", "cosine"}))
+    c.schedule = *k == 0 ? LRScheduleKind::Constant : LRScheduleKind::Cosine;
+  r.integer("warmup_steps", c.warmupSteps, 0);
+  r.integer("steps", c.totalSteps, 1);
+  if (c.schedule == LRScheduleKind::Cosine) {
+    r.number("min_lr", c.minLR, 0.0, c.lr);
+    if (!r.has("steps"))
+      r.error("the cosine schedule needs the number of steps: set "
+              "train.steps");
+    else if (r.ok() && c.totalSteps <= c.warmupSteps)
+      r.error("the cosine schedule needs train.steps (" +
+              llvm::Twine(c.totalSteps) +
+              ") greater than train.warmup_steps (" +
+              llvm::Twine(c.warmupSteps) + ")");
+  } else {
+    r.notFor("min_lr", "schedule constant");
+  }
+
+  r.number("clip_grad_norm", c.clipGradNorm, 0.0, std::nullopt);
+  r.boolean("keep_gradients", c.keepGradients);
+  if (!r.ok())
+    return failure();
+  return c;
+}
+
+double scheduledLR(const OptimizerConfig &c, int64_t step) {
+  double t = static_cast<double>(step);
+  double warm = 1.0;
+  if (c.warmupSteps > 0)
+    warm = std::min(t / static_cast<double>(c.warmupSteps), 1.0);
+  if (c.schedule == LRScheduleKind::Constant)
+    return c.lr * warm;
+  double span = static_cast<double>(c.totalSteps - c.warmupSteps);
+  double progress =
+      std::clamp((t - static_cast<double>(c.warmupSteps)) / span, 0.0, 1.0);
+  double cosine = 0.5 * (1.0 + std::cos(std::numbers::pi * progress));
+  return warm * (c.minLR + (c.lr - c.minLR) * cosine);
+}
+
+} // namespace mgc::passes
