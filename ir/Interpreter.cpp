@@ -32,9 +32,12 @@ constexpr int64_t kMaxElements = int64_t(1) << 30;
 
 std::string kindWord(const Value &v) {
   switch (v.kind()) {
-  case ValueKind::Param: return "parameter";
-  case ValueKind::State: return "state";
-  default: return "input";
+  case ValueKind::Param:
+    return "parameter";
+  case ValueKind::State:
+    return "state";
+  default:
+    return "input";
   }
 }
 

@@ -100,8 +100,8 @@ LogicalResult verify(const Module &module, DiagnosticEngine &diag) {
     }
     if (u.value->type() != u.target->type())
       diag.error(u.loc, "update of '" + name + "' has type " +
-                            u.value->type().str() + " but '" + name +
-                            "' is " + u.target->type().str());
+                            u.value->type().str() + " but '" + name + "' is " +
+                            u.target->type().str());
     auto [it, inserted] = updated.try_emplace(u.target, u.loc);
     if (!inserted) {
       diag.error(u.loc, "'" + name + "' is updated more than once");

@@ -89,7 +89,7 @@ public:
 
 } // namespace
 
-TEST_CASE("the registry lists canonicalize, cse, dce and autodiff") {
+TEST_CASE("the registry lists canonicalize, cse, dce, autodiff and optimizer") {
   std::vector<std::string> names;
   for (const PassInfo &info : registeredPasses()) {
     names.push_back(info.name.str());
@@ -99,7 +99,7 @@ TEST_CASE("the registry lists canonicalize, cse, dce and autodiff") {
     CHECK(p->name() == info.name);
   }
   CHECK(names == std::vector<std::string>{"canonicalize", "cse", "dce",
-                                            "autodiff", "optimizer"});
+                                          "autodiff", "optimizer"});
 }
 
 TEST_CASE("parsePipeline runs the named passes in order") {
