@@ -1,0 +1,92 @@
+#include "runtime/AtomicFile.h"
+
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <system_error>
+#include <unistd.h>
+
+namespace mgc::runtime {
+
+static llvm::Error errnoError(llvm::StringRef path, llvm::StringRef what,
+                              int err) {
+  return llvm::createStringError(std::error_code(err, std::generic_category()),
+                                 "cannot write '%s': %s: %s",
+                                 path.str().c_str(), what.str().c_str(),
+                                 std::strerror(err));
+}
+
+llvm::Error FileSink::write(llvm::StringRef bytes) {
+  const char *p = bytes.data();
+  size_t left = bytes.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd_, p, left);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      return llvm::createStringError(
+          std::error_code(errno, std::generic_category()), "%s",
+          std::strerror(errno));
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+    written_ += static_cast<uint64_t>(n);
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error
+writeFileAtomically(llvm::StringRef path,
+                    llvm::function_ref<llvm::Error(FileSink &)> fill) {
+  llvm::StringRef dir = llvm::sys::path::parent_path(path);
+  llvm::SmallString<256> dirPath(dir.empty() ? "." : dir);
+  llvm::SmallString<256> model(path);
+  model += ".tmp-%%%%%%";
+  llvm::SmallString<256> tmp;
+  int fd = -1;
+  if (std::error_code ec = llvm::sys::fs::createUniqueFile(model, fd, tmp))
+    return llvm::createStringError(ec, "cannot write '%s': %s",
+                                   path.str().c_str(), ec.message().c_str());
+
+  // From here on, any failure removes the temporary file and leaves `path`
+  // as it was.
+  auto abandon = [&](llvm::Error err) -> llvm::Error {
+    if (fd >= 0)
+      ::close(fd);
+    llvm::sys::fs::remove(tmp);
+    return err;
+  };
+  FileSink sink(fd);
+  if (llvm::Error err = fill(sink)) {
+    std::string reason = llvm::toString(std::move(err));
+    return abandon(llvm::createStringError(std::errc::io_error,
+                                           "cannot write '%s': %s",
+                                           path.str().c_str(), reason.c_str()));
+  }
+  // The data must be on disk before the rename makes it the target:
+  // otherwise a power loss could leave a renamed but empty file.
+  if (::fsync(fd) != 0)
+    return abandon(errnoError(path, "fsync", errno));
+  int closeResult = ::close(fd);
+  fd = -1;
+  if (closeResult != 0)
+    return abandon(errnoError(path, "close", errno));
+  if (::rename(tmp.c_str(), path.str().c_str()) != 0)
+    return abandon(errnoError(path, "rename", errno));
+  // Make the rename durable: the folder entry is what changed.
+  int dirFd = ::open(dirPath.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dirFd < 0)
+    return errnoError(path, "open folder", errno);
+  int syncResult = ::fsync(dirFd);
+  int syncErr = errno;
+  ::close(dirFd);
+  if (syncResult != 0 && syncErr != EINVAL) // some filesystems refuse it
+    return errnoError(path, "fsync folder", syncErr);
+  return llvm::Error::success();
+}
+
+} // namespace mgc::runtime

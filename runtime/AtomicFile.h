@@ -1,0 +1,36 @@
+// Replacing a file so that a crash at any moment leaves either the old file
+// or the complete new one, never a torn mix: what checkpoints are saved with.
+#pragma once
+
+#include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+
+namespace mgc::runtime {
+
+// Where the content of an atomically written file goes: an open descriptor
+// of the temporary file.
+class FileSink {
+public:
+  explicit FileSink(int fd) : fd_(fd) {}
+  // Writes all of `bytes` (retrying short writes and EINTR).
+  llvm::Error write(llvm::StringRef bytes);
+  uint64_t bytesWritten() const { return written_; }
+
+private:
+  int fd_;
+  uint64_t written_ = 0;
+};
+
+// Writes `path` atomically: a temporary file `<name>.tmp-XXXXXX` in the same
+// folder receives the content from `fill`, is flushed to disk (fsync), then
+// renamed over `path`, and the folder is fsynced so the rename itself is
+// durable. If `fill` fails, or any step fails, the temporary file is removed
+// and `path` is untouched. Errors name `path` and the reason.
+llvm::Error
+writeFileAtomically(llvm::StringRef path,
+                    llvm::function_ref<llvm::Error(FileSink &)> fill);
+
+} // namespace mgc::runtime

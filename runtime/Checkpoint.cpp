@@ -1,0 +1,109 @@
+#include "runtime/Checkpoint.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/SHA256.h"
+
+namespace mgc::runtime {
+
+static bool isReservedKey(llvm::StringRef key) {
+  using namespace ckpt_keys;
+  for (const char *k :
+       {Format, FormatVersion, Step, Optimizer, Seed, RngState, SourceHash})
+    if (key == k)
+      return true;
+  return false;
+}
+
+StringMap checkpointMetadata(const CheckpointInfo &info) {
+  using namespace ckpt_keys;
+  StringMap m;
+  for (const auto &[key, value] : info.extra)
+    if (!isReservedKey(key))
+      m[key] = value;
+  m[Format] = "mgc";
+  m[FormatVersion] = std::to_string(kCheckpointFormatVersion);
+  m[Step] = std::to_string(info.step);
+  m[Optimizer] = info.optimizer;
+  m[Seed] = std::to_string(info.seed);
+  m[RngState] = info.rngState;
+  m[SourceHash] = info.sourceHash;
+  return m;
+}
+
+llvm::Expected<CheckpointInfo>
+parseCheckpointMetadata(const StringMap &metadata, llvm::StringRef fileName) {
+  using namespace ckpt_keys;
+  auto fail = [&](const llvm::Twine &msg) {
+    return llvm::createStringError(std::errc::invalid_argument,
+                                   "invalid checkpoint '%s': %s",
+                                   fileName.str().c_str(), msg.str().c_str());
+  };
+  CheckpointInfo info;
+  for (const auto &[key, value] : metadata) {
+    llvm::StringRef v = value;
+    if (key == Format) {
+      if (v != "mgc")
+        return fail("metadata \"format\" is '" + v + "', not 'mgc'");
+    } else if (key == FormatVersion) {
+      int64_t version;
+      if (v.getAsInteger(10, version) || version < 1)
+        return fail("metadata \"format_version\" '" + v +
+                    "' is not a positive integer");
+      if (version > kCheckpointFormatVersion)
+        return fail("format version " + v +
+                    " is newer than this build reads (" +
+                    llvm::Twine(kCheckpointFormatVersion) + ")");
+    } else if (key == Step) {
+      if (v.getAsInteger(10, info.step) || info.step < 0)
+        return fail("metadata \"step\" '" + v +
+                    "' is not a non-negative integer");
+    } else if (key == Seed) {
+      if (v.getAsInteger(10, info.seed))
+        return fail("metadata \"seed\" '" + v +
+                    "' is not an unsigned 64-bit integer");
+    } else if (key == Optimizer) {
+      info.optimizer = value;
+    } else if (key == RngState) {
+      info.rngState = value;
+    } else if (key == SourceHash) {
+      info.sourceHash = value;
+    } else {
+      info.extra[key] = value;
+    }
+  }
+  return info;
+}
+
+llvm::Error saveCheckpoint(llvm::StringRef path, const Checkpoint &checkpoint) {
+  for (const auto &entry : checkpoint.info.extra)
+    if (isReservedKey(entry.first))
+      return llvm::createStringError(
+          std::errc::invalid_argument,
+          "cannot write '%s': metadata key '%s' is reserved",
+          path.str().c_str(), entry.first.c_str());
+  return saveSafeTensors(path, checkpoint.tensors,
+                         checkpointMetadata(checkpoint.info));
+}
+
+llvm::Expected<Checkpoint> loadCheckpoint(llvm::StringRef path) {
+  llvm::Expected<SafeTensorsContents> contents = loadSafeTensors(path);
+  if (!contents)
+    return contents.takeError();
+  llvm::Expected<CheckpointInfo> info =
+      parseCheckpointMetadata(contents->metadata, path);
+  if (!info)
+    return info.takeError();
+  Checkpoint checkpoint;
+  checkpoint.info = std::move(*info);
+  checkpoint.tensors = std::move(contents->tensors);
+  return checkpoint;
+}
+
+std::string hashModelSource(llvm::StringRef source) {
+  std::array<uint8_t, 32> digest = llvm::SHA256::hash(llvm::ArrayRef<uint8_t>(
+      reinterpret_cast<const uint8_t *>(source.data()), source.size()));
+  return llvm::toHex(digest, /*LowerCase=*/true);
+}
+
+} // namespace mgc::runtime

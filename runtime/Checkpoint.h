@@ -1,0 +1,64 @@
+// Training checkpoints: parameters and optimizer state as a safetensors file
+// (see SafeTensors.h) with the training state in its "__metadata__" strings.
+// Any safetensors reader can open one; docs/checkpoints.md lists the keys.
+#pragma once
+
+#include "runtime/SafeTensors.h"
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <string>
+
+namespace mgc::runtime {
+
+// The version written by saveCheckpoint; loading refuses newer versions.
+inline constexpr int64_t kCheckpointFormatVersion = 1;
+
+// Metadata keys (all values are strings, as the safetensors format requires).
+namespace ckpt_keys {
+inline constexpr const char *Format = "format";                // "mgc"
+inline constexpr const char *FormatVersion = "format_version"; // "1"
+inline constexpr const char *Step = "step";                    // "10"
+inline constexpr const char *Optimizer = "optimizer";          // "adamw"
+inline constexpr const char *Seed = "seed";                    // "42"
+inline constexpr const char *RngState = "rng_state";           // opaque
+inline constexpr const char *SourceHash = "source_hash";       // sha256 hex
+} // namespace ckpt_keys
+
+struct CheckpointInfo {
+  int64_t step = 0;       // optimizer steps taken when saved
+  std::string optimizer;  // "sgd", "adamw", ... ("" when unknown)
+  uint64_t seed = 0;      // the run's seed
+  std::string rngState;   // opaque random-generator state ("" when unused)
+  std::string sourceHash; // hash of the model source (see hashModelSource)
+  // Further string metadata, kept and written back as is. Keys above are
+  // reserved and may not appear here.
+  StringMap extra;
+};
+
+struct Checkpoint {
+  CheckpointInfo info;
+  // Parameters under their model names; optimizer state under names of the
+  // caller's choosing (docs/checkpoints.md suggests "opt.<slot>.<param>").
+  TensorMap tensors;
+};
+
+// The metadata map a checkpoint is written with, and its inverse. Parsing
+// fails on a malformed value of a known key, or a newer format version.
+StringMap checkpointMetadata(const CheckpointInfo &info);
+llvm::Expected<CheckpointInfo>
+parseCheckpointMetadata(const StringMap &metadata, llvm::StringRef fileName);
+
+// Writes atomically: a crash during the save leaves the previous file whole.
+llvm::Error saveCheckpoint(llvm::StringRef path, const Checkpoint &checkpoint);
+
+// Reads and validates; errors name the file and what is wrong. A plain
+// safetensors file without mgc metadata loads with default info.
+llvm::Expected<Checkpoint> loadCheckpoint(llvm::StringRef path);
+
+// SHA-256 of a model's source text, as 64 lowercase hex digits.
+std::string hashModelSource(llvm::StringRef source);
+
+} // namespace mgc::runtime

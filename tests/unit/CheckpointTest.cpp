@@ -1,0 +1,193 @@
+#include "DataTestSupport.h"
+
+#include "runtime/AtomicFile.h"
+#include "runtime/Checkpoint.h"
+
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <csignal>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+using namespace mgc;
+using namespace mgc::runtime;
+using namespace mgc::testing;
+
+namespace {
+
+Checkpoint sampleCheckpoint(int64_t step, double scale, int64_t size = 6) {
+  Checkpoint c;
+  c.info.step = step;
+  c.info.optimizer = "adamw";
+  c.info.seed = 18446744073709551615ull;
+  c.info.rngState = "counter:123";
+  c.info.sourceHash = hashModelSource("model m {}");
+  c.info.extra["lr_schedule"] = "cosine";
+  c.tensors["w"] =
+      makeTensor(ir::DType::F32, {size}, [&](int64_t i) { return i * scale; });
+  c.tensors["opt.m.w"] =
+      makeTensor(ir::DType::F32, {size}, [&](int64_t i) { return -i * scale; });
+  c.tensors["opt.step"] =
+      makeTensor(ir::DType::I64, {}, [&](int64_t) { return step; });
+  return c;
+}
+
+void checkEqual(const Checkpoint &a, const Checkpoint &b) {
+  CHECK(a.info.step == b.info.step);
+  CHECK(a.info.optimizer == b.info.optimizer);
+  CHECK(a.info.seed == b.info.seed);
+  CHECK(a.info.rngState == b.info.rngState);
+  CHECK(a.info.sourceHash == b.info.sourceHash);
+  CHECK(a.info.extra == b.info.extra);
+  REQUIRE(a.tensors.size() == b.tensors.size());
+  for (const auto &[name, t] : a.tensors) {
+    REQUIRE(b.tensors.count(name));
+    CHECK(sameBytes(t, b.tensors.at(name)));
+  }
+}
+
+// Files in `dir` whose name contains `part`.
+int countFiles(const std::string &dir, llvm::StringRef part) {
+  std::error_code ec;
+  int n = 0;
+  for (llvm::sys::fs::directory_iterator it(dir, ec), end; !ec && it != end;
+       it.increment(ec))
+    n += llvm::StringRef(it->path()).contains(part);
+  return n;
+}
+
+} // namespace
+
+TEST_CASE("checkpoint: round trip with training metadata as strings") {
+  TempDir dir;
+  std::string path = dir.file("ckpt.safetensors");
+  Checkpoint saved = sampleCheckpoint(10, 0.25);
+  REQUIRE(errorText(saveCheckpoint(path, saved)) == "");
+  llvm::Expected<Checkpoint> loaded = loadCheckpoint(path);
+  REQUIRE(errorText(loaded) == "");
+  checkEqual(saved, *loaded);
+
+  // The raw metadata holds every key as a string.
+  llvm::Expected<SafeTensorsContents> raw = loadSafeTensors(path);
+  REQUIRE(raw);
+  CHECK(raw->metadata.at("format") == "mgc");
+  CHECK(raw->metadata.at("format_version") == "1");
+  CHECK(raw->metadata.at("step") == "10");
+  CHECK(raw->metadata.at("seed") == "18446744073709551615");
+  CHECK(raw->metadata.at("optimizer") == "adamw");
+  CHECK(raw->metadata.at("rng_state") == "counter:123");
+  CHECK(raw->metadata.at("lr_schedule") == "cosine");
+  CHECK(raw->metadata.at("source_hash").size() == 64);
+
+  // Saving again replaces the file and leaves no temporary behind.
+  REQUIRE(errorText(saveCheckpoint(path, sampleCheckpoint(20, 1))) == "");
+  CHECK(loadCheckpoint(path)->info.step == 20);
+  CHECK(countFiles(dir.path(), ".tmp-") == 0);
+}
+
+TEST_CASE("checkpoint: malformed metadata and reserved keys are refused") {
+  TempDir dir;
+  std::string path = dir.file("c.safetensors");
+  Checkpoint c = sampleCheckpoint(1, 1);
+  c.info.extra["step"] = "5";
+  CHECK(errorText(saveCheckpoint(path, c)).find("reserved") !=
+        std::string::npos);
+
+  auto loadWith = [&](StringMap meta) {
+    REQUIRE(errorText(saveSafeTensors(path, {}, meta)) == "");
+    llvm::Expected<Checkpoint> r = loadCheckpoint(path);
+    return errorText(r);
+  };
+  CHECK(loadWith({{"step", "ten"}}).find("\"step\" 'ten'") !=
+        std::string::npos);
+  CHECK(loadWith({{"step", "-1"}}) != "");
+  CHECK(loadWith({{"seed", "1x"}}) != "");
+  CHECK(loadWith({{"format", "other"}}) != "");
+  std::string newer = loadWith({{"format_version", "2"}});
+  CHECK(newer.find("newer") != std::string::npos);
+  CHECK(newer.find("c.safetensors") != std::string::npos);
+  // A plain safetensors file without training metadata loads.
+  CHECK(loadWith({}) == "");
+  CHECK(loadWith({{"other_tool", "x"}}) == "");
+}
+
+TEST_CASE("checkpoint: a truncated or corrupted file is refused by name") {
+  TempDir dir;
+  std::string path = dir.file("c.safetensors");
+  REQUIRE(errorText(saveCheckpoint(path, sampleCheckpoint(3, 2))) == "");
+  std::string bytes = readBytes(path);
+  for (size_t cut : {size_t(0), size_t(5), size_t(20), bytes.size() - 1}) {
+    writeBytes(path, bytes.substr(0, cut));
+    llvm::Expected<Checkpoint> r = loadCheckpoint(path);
+    std::string err = errorText(r);
+    CHECK(err.find("c.safetensors") != std::string::npos);
+  }
+}
+
+TEST_CASE("checkpoint: hash of the model source is SHA-256") {
+  CHECK(hashModelSource("abc") ==
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  CHECK(hashModelSource("") ==
+        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+}
+
+TEST_CASE("checkpoint: a save that fails part-way leaves the old file") {
+  TempDir dir;
+  std::string path = dir.file("c.safetensors");
+  Checkpoint old = sampleCheckpoint(7, 3);
+  REQUIRE(errorText(saveCheckpoint(path, old)) == "");
+  std::string before = readBytes(path);
+
+  // The writer fails after half its bytes, as a full disk would.
+  llvm::Error err = writeFileAtomically(path, [&](FileSink &sink) {
+    if (llvm::Error e = sink.write(llvm::StringRef(before).take_front(40)))
+      return e;
+    return llvm::createStringError(std::errc::no_space_on_device,
+                                   "No space left on device");
+  });
+  std::string msg = errorText(std::move(err));
+  CHECK(msg.find("c.safetensors") != std::string::npos);
+  CHECK(msg.find("No space left") != std::string::npos);
+  CHECK(readBytes(path) == before);
+  CHECK(countFiles(dir.path(), ".tmp-") == 0);
+
+  // A temporary file left by a crashed save is not the checkpoint.
+  writeBytes(path + ".tmp-abc123", before.substr(0, 50));
+  llvm::Expected<Checkpoint> loaded = loadCheckpoint(path);
+  REQUIRE(errorText(loaded) == "");
+  checkEqual(old, *loaded);
+
+  // A folder that cannot be written to: the error names the target.
+  CHECK(errorText(saveCheckpoint(dir.file("no/such/dir/c.safetensors"), old))
+            .find("no/such/dir/c.safetensors") != std::string::npos);
+}
+
+TEST_CASE("checkpoint: a process killed while saving never leaves a torn "
+          "file") {
+  TempDir dir;
+  std::string path = dir.file("c.safetensors");
+  // Big enough that a save takes a while, so kills land mid-write.
+  const int64_t size = 1 << 20;
+  REQUIRE(errorText(saveCheckpoint(path, sampleCheckpoint(1, 1, size))) == "");
+  for (int round = 0; round < 4; ++round) {
+    pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      // Save new versions over and over until killed.
+      for (int64_t step = 2;; ++step)
+        if (saveCheckpoint(path, sampleCheckpoint(step, 1, size)))
+          _exit(1);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(30 + 37 * round));
+    kill(child, SIGKILL);
+    int status = 0;
+    waitpid(child, &status, 0);
+    llvm::Expected<Checkpoint> loaded = loadCheckpoint(path);
+    REQUIRE(errorText(loaded) == "");
+    int64_t step = loaded->info.step;
+    CHECK(step >= 1);
+    checkEqual(sampleCheckpoint(step, 1, size), *loaded);
+  }
+}
