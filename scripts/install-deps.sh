@@ -7,6 +7,7 @@ packages=(
   cmake ninja-build g++ python3
   llvm-14-dev llvm-14-tools   # LLVM Support (static), FileCheck, lit
   libfmt-dev doctest-dev
+  libopenblas-dev             # GEMM of the CPU backend (linked statically)
   clang-14 libclang-rt-14-dev # the libFuzzer target (scripts/fuzz.sh)
   zlib1g-dev libtinfo-dev     # what LLVM's CMake config links against
 )

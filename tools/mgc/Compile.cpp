@@ -1,7 +1,11 @@
 // mgc compile: a model file to IR.
 #include "tools/mgc/Commands.h"
 
+#include "backend/Executable.h"
+#include "backend/cpu/Kernels.h"
 #include "frontend/Frontend.h"
+
+#include "llvm/Support/raw_ostream.h"
 
 namespace mgc::cli {
 
@@ -9,7 +13,7 @@ const CommandSpec &compileSpec() {
   static const CommandSpec spec = [] {
     CommandSpec s;
     s.name = "compile";
-    s.usage = "mgc compile MODEL.mg [-D NAME=VALUE]... [--emit=ir] "
+    s.usage = "mgc compile MODEL.mg [-D NAME=VALUE]... [--emit=ir|exe] "
               "[--passes=PIPELINE] [-o FILE|-]";
     s.summary = "Compile a model file and print what mgc makes of it.";
     s.positionalName = "a model file (MODEL.mg, or - for stdin)";
@@ -17,7 +21,11 @@ const CommandSpec &compileSpec() {
     s.options = {
         {"-D", "NAME=VALUE", "override the constant NAME of the model file",
          true},
-        {"--emit", "KIND", "what to print", false, {"ir"}},
+        {"--emit", "KIND",
+         "what to write: ir (the IR text) or exe (an executable; the "
+         "default when -o names a .mgx file)",
+         false,
+         {"ir", "exe"}},
         {"--no-warnings", "", "do not print warnings"},
     };
     for (auto &o : outputOptions())
@@ -55,7 +63,21 @@ int runCompile(llvm::ArrayRef<std::string> rawArgs) {
     return kUserError;
   if (int rc = runPassPipeline(*module, *args, diag))
     return rc;
-  return emitModule(*module, *args, diag);
+  std::string out = args->get("-o", "-");
+  bool exe = args->has("--emit") ? args->get("--emit", "ir") == "exe"
+                                 : llvm::StringRef(out).endswith(".mgx");
+  if (!exe)
+    return emitModule(*module, *args, diag);
+  // The scheduled program with its memory plan for the CPU backend.
+  auto executable =
+      backend::buildExecutable(std::move(module), backend::cpu::scratchBytes);
+  if (out == "-") {
+    llvm::outs() << backend::serializeExecutable(*executable);
+    return kSuccess;
+  }
+  return failed(backend::writeExecutableFile(*executable, out, diag))
+             ? kUserError
+             : kSuccess;
 }
 
 } // namespace mgc::cli

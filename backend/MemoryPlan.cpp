@@ -1,0 +1,177 @@
+// Greedy best-fit placement by liveness, and the requests of a graph.
+#include "backend/MemoryPlan.h"
+
+#include "llvm/ADT/DenseMap.h"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+
+namespace mgc::backend {
+
+namespace {
+
+uint64_t alignUp(uint64_t n, uint64_t alignment) {
+  return (n + alignment - 1) / alignment * alignment;
+}
+
+} // namespace
+
+uint64_t typeBytes(const ir::TensorType &type) {
+  return static_cast<uint64_t>(type.size()) * ir::dtypeBytes(type.dtype);
+}
+
+BufferPlacement placeBuffers(llvm::ArrayRef<BufferRequest> requests,
+                             uint64_t alignment) {
+  BufferPlacement result;
+  result.offsets.assign(requests.size(), 0);
+  std::vector<size_t> byStart(requests.size());
+  std::iota(byStart.begin(), byStart.end(), 0);
+  std::stable_sort(byStart.begin(), byStart.end(), [&](size_t a, size_t b) {
+    if (requests[a].first != requests[b].first)
+      return requests[a].first < requests[b].first;
+    return requests[a].size > requests[b].size;
+  });
+
+  // Live blocks: offset -> (end, request index), kept sorted by offset.
+  std::map<uint64_t, std::pair<uint64_t, size_t>> live;
+  for (size_t r : byStart) {
+    const BufferRequest &req = requests[r];
+    // Free every block whose last step is before this buffer's first.
+    for (auto it = live.begin(); it != live.end();) {
+      if (requests[it->second.second].last < req.first)
+        it = live.erase(it);
+      else
+        ++it;
+    }
+    uint64_t size = alignUp(req.size, alignment);
+    if (size == 0) {
+      result.offsets[r] = 0;
+      continue;
+    }
+    // Best fit among the gaps between live blocks; else the top.
+    uint64_t best = UINT64_MAX, bestGap = UINT64_MAX, cursor = 0;
+    for (const auto &[offset, block] : live) {
+      if (offset >= cursor && offset - cursor >= size &&
+          offset - cursor < bestGap) {
+        bestGap = offset - cursor;
+        best = cursor;
+      }
+      cursor = std::max(cursor, block.first);
+    }
+    if (best == UINT64_MAX)
+      best = cursor;
+    result.offsets[r] = best;
+    live[best] = {best + size, r};
+    result.peak = std::max(result.peak, best + size);
+  }
+  return result;
+}
+
+uint64_t maxLiveBytes(llvm::ArrayRef<BufferRequest> requests,
+                      uint64_t alignment) {
+  // Sweep the steps: +size at first, -size after last.
+  std::map<uint64_t, int64_t> delta;
+  for (const BufferRequest &r : requests) {
+    int64_t s = static_cast<int64_t>(alignUp(r.size, alignment));
+    delta[r.first] += s;
+    delta[uint64_t(r.last) + 1] -= s;
+  }
+  int64_t current = 0, best = 0;
+  for (const auto &[step, d] : delta) {
+    current += d;
+    best = std::max(best, current);
+  }
+  return static_cast<uint64_t>(best);
+}
+
+std::vector<BufferRequest> resultBuffers(const ir::Graph &graph,
+                                         llvm::ArrayRef<uint32_t> order) {
+  std::vector<const ir::Op *> ops;
+  llvm::DenseMap<const ir::Value *, uint32_t> opIndex;
+  for (const auto &op : graph.ops()) {
+    opIndex[op->result()] = static_cast<uint32_t>(ops.size());
+    ops.push_back(op.get());
+  }
+  uint32_t steps = static_cast<uint32_t>(order.size());
+  // Step of each op in the order, and the last step reading each result.
+  std::vector<BufferRequest> requests(ops.size());
+  for (uint32_t s = 0; s < steps; ++s) {
+    requests[order[s]].first = s;
+    requests[order[s]].last = s;
+  }
+  for (uint32_t s = 0; s < steps; ++s)
+    for (const ir::Value *v : ops[order[s]]->operands()) {
+      auto it = opIndex.find(v);
+      if (it != opIndex.end())
+        requests[it->second].last = std::max(requests[it->second].last, s);
+    }
+  auto keepToEnd = [&](const ir::Value *v) {
+    auto it = opIndex.find(v);
+    if (it != opIndex.end())
+      requests[it->second].last = steps;
+  };
+  for (const ir::Output &o : graph.outputs())
+    keepToEnd(o.value);
+  for (const ir::Update &u : graph.updates())
+    keepToEnd(u.value);
+  for (size_t i = 0; i < ops.size(); ++i)
+    requests[i].size = typeBytes(ops[i]->type());
+  return requests;
+}
+
+std::optional<std::pair<size_t, size_t>>
+findConflict(llvm::ArrayRef<BufferRequest> requests,
+             llvm::ArrayRef<uint64_t> offsets) {
+  // Sorted by offset, a buffer can only collide with the ones after it that
+  // start before it ends.
+  std::vector<size_t> byOffset;
+  for (size_t i = 0; i < requests.size(); ++i)
+    if (requests[i].size > 0)
+      byOffset.push_back(i);
+  std::sort(byOffset.begin(), byOffset.end(),
+            [&](size_t a, size_t b) { return offsets[a] < offsets[b]; });
+  for (size_t x = 0; x < byOffset.size(); ++x) {
+    size_t a = byOffset[x];
+    uint64_t end = offsets[a] + requests[a].size;
+    for (size_t y = x + 1; y < byOffset.size() && offsets[byOffset[y]] < end;
+         ++y) {
+      size_t b = byOffset[y];
+      if (requests[a].first <= requests[b].last &&
+          requests[b].first <= requests[a].last)
+        return std::make_pair(std::min(a, b), std::max(a, b));
+    }
+  }
+  return std::nullopt;
+}
+
+MemoryPlan planMemory(const ir::Graph &graph, llvm::ArrayRef<uint32_t> order,
+                      ScratchFn scratch) {
+  std::vector<const ir::Op *> ops;
+  for (const auto &op : graph.ops())
+    ops.push_back(op.get());
+  std::vector<BufferRequest> requests = resultBuffers(graph, order);
+  // Scratch requests follow the results, live during their op only.
+  std::vector<std::pair<uint32_t, size_t>> scratchRequests;
+  for (uint32_t i = 0; i < ops.size(); ++i)
+    if (uint64_t bytes = scratch(*ops[i])) {
+      scratchRequests.push_back({i, requests.size()});
+      requests.push_back({bytes, requests[i].first, requests[i].first});
+    }
+  BufferPlacement placed = placeBuffers(requests);
+
+  MemoryPlan plan;
+  plan.peak = placed.peak;
+  plan.slots.resize(ops.size());
+  for (uint32_t i = 0; i < ops.size(); ++i) {
+    plan.slots[i].offset = placed.offsets[i];
+    plan.slots[i].size = requests[i].size;
+  }
+  for (auto [op, r] : scratchRequests) {
+    plan.slots[op].scratchOffset = placed.offsets[r];
+    plan.slots[op].scratchSize = requests[r].size;
+  }
+  return plan;
+}
+
+} // namespace mgc::backend

@@ -1,0 +1,170 @@
+// The CPU executor: resolves every operand once (argument or arena offset),
+// then each run binds the argument tensors and walks the steps.
+#include "backend/cpu/CpuExecutor.h"
+
+#include <cstring>
+#include <new>
+
+namespace mgc::backend::cpu {
+
+namespace {
+
+std::string kindWord(const ir::Value &v) {
+  switch (v.kind()) {
+  case ir::ValueKind::Param:
+    return "parameter";
+  case ir::ValueKind::State:
+    return "state";
+  default:
+    return "input";
+  }
+}
+
+} // namespace
+
+CpuExecutor::CpuExecutor(const Executable &exe, unsigned threads)
+    : exe_(exe), pool_(threads) {}
+
+CpuExecutor::~CpuExecutor() {
+  ::operator delete(arena_, std::align_val_t(kArenaAlignment));
+}
+
+std::unique_ptr<CpuExecutor> CpuExecutor::create(const Executable &exe,
+                                                 const CpuOptions &options,
+                                                 DiagnosticEngine &diag) {
+  if (!exe.module) {
+    diag.error("the executable has no module");
+    return nullptr;
+  }
+  if (failed(checkExecutable(exe, exe.module->name(), diag)))
+    return nullptr;
+  unsigned threads = options.threads ? options.threads : hardwareThreads();
+  std::unique_ptr<CpuExecutor> ex(new CpuExecutor(exe, threads));
+  const ir::Graph &graph = exe.module->graph();
+  for (const auto &arg : graph.arguments())
+    ex->arguments_.push_back(arg.get());
+  std::vector<const ir::Op *> ops;
+  for (const auto &op : graph.ops()) {
+    ex->offsetOf_[op->result()] = exe.plan.slots[ops.size()].offset;
+    ops.push_back(op.get());
+  }
+  for (uint32_t i : exe.order) {
+    const ir::Op *op = ops[i];
+    const OpSlot &slot = exe.plan.slots[i];
+    // Scratch must be at least what this backend's kernel needs: an
+    // executable planned for another backend may have less.
+    if (slot.scratchSize < scratchBytes(*op)) {
+      diag.error(op->loc(), "the executable's plan gives " +
+                                op->name().str() + " less scratch space than "
+                                "the CPU kernel needs");
+      return nullptr;
+    }
+    Step step{op, kernelFor(op->kind()), {}, slot.offset, slot.scratchOffset,
+              slot.scratchSize};
+    if (!step.kernel) {
+      diag.error(op->loc(), "no CPU kernel for op '" + op->name().str() + "'");
+      return nullptr;
+    }
+    for (const ir::Value *v : op->operands())
+      step.operands.push_back(ex->sourceOf(v));
+    ex->steps_.push_back(std::move(step));
+  }
+  uint64_t bytes = std::max<uint64_t>(exe.plan.peak, kArenaAlignment);
+  ex->arena_ = static_cast<std::byte *>(::operator new(
+      bytes, std::align_val_t(kArenaAlignment), std::nothrow));
+  if (!ex->arena_) {
+    diag.error("cannot allocate the arena of " + std::to_string(bytes) +
+               " bytes");
+    return nullptr;
+  }
+  return ex;
+}
+
+CpuExecutor::Source CpuExecutor::sourceOf(const ir::Value *v) const {
+  Source s;
+  s.type = &v->type();
+  if (v->isArgument()) {
+    for (size_t i = 0; i < arguments_.size(); ++i)
+      if (arguments_[i] == v)
+        s.argument = static_cast<int>(i);
+  } else {
+    s.offset = offsetOf_.lookup(v);
+  }
+  return s;
+}
+
+TensorRef CpuExecutor::resolve(const Source &s,
+                               llvm::ArrayRef<const runtime::Tensor *> args) {
+  if (s.argument >= 0)
+    // Kernels never write their operands; the cast only fits TensorRef.
+    return {const_cast<std::byte *>(args[s.argument]->data()), s.type};
+  return {arena_ + s.offset, s.type};
+}
+
+FailureOr<RunResult> CpuExecutor::run(const NamedTensors &arguments,
+                                      DiagnosticEngine &diag) {
+  // Bind and check the arguments.
+  unsigned before = diag.errorCount();
+  std::vector<const runtime::Tensor *> bound(arguments_.size(), nullptr);
+  for (size_t i = 0; i < arguments_.size(); ++i) {
+    const ir::Value &arg = *arguments_[i];
+    auto it = arguments.find(arg.name());
+    if (it == arguments.end()) {
+      diag.error("missing tensor for " + kindWord(arg) + " '" + arg.name() +
+                 "'");
+      continue;
+    }
+    if (it->second.type() != arg.type()) {
+      diag.error("tensor '" + arg.name() + "' has type " +
+                 it->second.type().str() + " but the model expects " +
+                 arg.type().str());
+      continue;
+    }
+    bound[i] = &it->second;
+  }
+  for (const auto &[name, tensor] : arguments)
+    if (!exe_.module->graph().findArgument(name))
+      diag.error("tensor '" + name +
+                 "' is not an input, parameter or state of the model");
+  if (diag.errorCount() != before)
+    return failure();
+
+  std::string error;
+  llvm::SmallVector<TensorRef, 4> operands;
+  size_t index = 0;
+  for (const Step &step : steps_) {
+    operands.clear();
+    for (const Source &s : step.operands)
+      operands.push_back(resolve(s, bound));
+    KernelArgs args{*step.op,
+                    operands,
+                    {arena_ + step.offset, &step.op->type()},
+                    arena_ + step.scratchOffset,
+                    step.scratchSize,
+                    pool_,
+                    &error};
+    if (failed(step.kernel(args))) {
+      diag.error(step.op->loc(), "op %" + std::to_string(index) + " (" +
+                                     step.op->name().str() + "): " + error);
+      return failure();
+    }
+    ++index;
+  }
+
+  auto copyOut = [&](const ir::Value *v) {
+    runtime::Tensor t(v->type());
+    TensorRef src = resolve(sourceOf(v), bound);
+    if (t.nbytes())
+      std::memcpy(t.data(), src.data, t.nbytes());
+    return t;
+  };
+  RunResult result;
+  const ir::Graph &graph = exe_.module->graph();
+  for (const ir::Output &o : graph.outputs())
+    result.outputs[o.name] = copyOut(o.value);
+  for (const ir::Update &u : graph.updates())
+    result.updates[u.target->name()] = copyOut(u.value);
+  return result;
+}
+
+} // namespace mgc::backend::cpu

@@ -1,0 +1,113 @@
+// The CPU executor end to end: the sample models (forward and, through the
+// autodiff pass, their gradients) against the interpreter within float32
+// tolerance; bit-identical results run to run and for 1, 2 or 3 threads;
+// updates of parameters and state.
+#include "CpuTestSupport.h"
+
+#include "frontend/Frontend.h"
+#include "ir/Builder.h"
+#include "passes/Autodiff.h"
+
+namespace mgc::backend::testing {
+namespace {
+
+// Sums of up to ~1000 f32 products (sgemm over K = 784 or 1024) and f32
+// elementwise chains between them: 1e-4 of max(|value|, 1).
+constexpr double kModelTolerance = 1e-4;
+
+std::unique_ptr<ir::Module> compileSample(const char *file,
+                                          frontend::ConstOverrides defines,
+                                          bool gradients) {
+  DiagnosticEngine diag;
+  frontend::CompileOptions options;
+  options.defines = std::move(defines);
+  auto m = frontend::compileModelFile(
+      std::string(MGC_SOURCE_DIR) + "/samples/" + file, options, diag);
+  REQUIRE(m);
+  if (gradients)
+    REQUIRE(succeeded(passes::differentiate(*m, diag)));
+  return m;
+}
+
+frontend::ConstOverrides tinyGpt() {
+  return {{"V", "64"}, {"T", "8"}, {"D", "16"},
+          {"H", "2"},  {"L", "2"}, {"B", "2"}};
+}
+
+// Inputs random (ids below `ids`; `pos` holds 0, 1, ...), parameters from
+// their initialisers.
+ir::TensorMap modelArguments(const ir::Module &m, int64_t ids) {
+  ir::TensorMap args = randomArguments(m, 11, ids, -1, 1);
+  if (args.count("pos"))
+    for (size_t i = 0; i < args.at("pos").data.size(); ++i)
+      args.at("pos").data[i] = static_cast<double>(i);
+  for (const auto &arg : m.graph().arguments())
+    if (arg->kind() != ir::ValueKind::Input) {
+      ir::HostTensor t = ir::initParameter(*arg, 5);
+      for (double &v : t.data)
+        v = ir::roundToDType(v, t.type.dtype);
+      args[arg->name()] = t;
+    }
+  return args;
+}
+
+TEST_CASE("CPU executor: the MLP sample matches the interpreter") {
+  auto m = compileSample("mlp.mg", {}, false);
+  compareWithInterpreter(*m, modelArguments(*m, 10), kModelTolerance);
+  auto g = compileSample("mlp.mg", {{"B", "8"}, {"D", "32"}, {"H", "24"}},
+                         true);
+  compareWithInterpreter(*g, modelArguments(*g, 10), kModelTolerance);
+}
+
+TEST_CASE("CPU executor: the tiny GPT sample matches the interpreter") {
+  auto m = compileSample("gpt.mg", tinyGpt(), false);
+  compareWithInterpreter(*m, modelArguments(*m, 64), kModelTolerance);
+  auto g = compileSample("gpt.mg", tinyGpt(), true);
+  compareWithInterpreter(*g, modelArguments(*g, 64), kModelTolerance);
+}
+
+TEST_CASE("CPU executor: bit-identical run to run and for any thread count") {
+  // Large enough that every parallel loop runs several chunks.
+  auto m = compileSample("gpt.mg",
+                         {{"V", "128"}, {"T", "32"}, {"D", "64"}, {"H", "4"},
+                          {"L", "2"}, {"B", "4"}},
+                         true);
+  ir::TensorMap args = modelArguments(*m, 128);
+  cpu::RunResult one = runCpu(*m, args, 1);
+  cpu::RunResult again = runCpu(*m, args, 1);
+  cpu::RunResult two = runCpu(*m, args, 2);
+  cpu::RunResult three = runCpu(*m, args, 3);
+  REQUIRE(!one.outputs.empty());
+  for (const auto &[name, t] : one.outputs) {
+    INFO("output " << name);
+    CHECK(bitIdentical(t, again.outputs.at(name)));
+    CHECK(bitIdentical(t, two.outputs.at(name)));
+    CHECK(bitIdentical(t, three.outputs.at(name)));
+  }
+}
+
+TEST_CASE("CPU executor: updates give the new values of parameters and state") {
+  ir::Module m;
+  ir::Builder b(m.graph());
+  ir::Graph &g = m.graph();
+  ir::TensorType t(ir::DType::F32, {3});
+  ir::Value *w = g.addParam("w", t, ir::Init{});
+  ir::Value *s = g.addState("s", t, ir::Init{});
+  ir::Value *x = g.addInput("x", t);
+  auto sum = b.create(ir::OpKind::Add, {w, x});
+  REQUIRE(sum.ok());
+  auto prod = b.create(ir::OpKind::Mul, {s, x});
+  REQUIRE(prod.ok());
+  g.addOutput("y", sum.value);
+  g.addUpdate(w, sum.value);
+  g.addUpdate(s, prod.value);
+  ir::TensorMap args = randomArguments(m, 12, 1);
+  compareWithInterpreter(m, args, 1e-6); // one f32 rounding
+  cpu::RunResult r = runCpu(m, args);
+  CHECK(r.updates.size() == 2);
+  CHECK(r.updates.at("w").get(1) ==
+        doctest::Approx(args.at("w").data[1] + args.at("x").data[1]));
+}
+
+} // namespace
+} // namespace mgc::backend::testing

@@ -1,0 +1,134 @@
+// Helpers for the CPU backend tests: run a module on the CPU executor and on
+// the interpreter with the same arguments, and compare the results.
+#pragma once
+
+#include "backend/Executable.h"
+#include "backend/cpu/CpuExecutor.h"
+#include "ir/Interpreter.h"
+#include "ir/Printer.h"
+#include "ir/TextParser.h"
+
+#include "support/Random.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+
+namespace mgc::backend::testing {
+
+// A copy of a module through its text form (an Executable takes its module).
+inline std::unique_ptr<ir::Module> cloneModule(const ir::Module &m) {
+  std::string text = ir::printModuleToString(m);
+  DiagnosticEngine diag;
+  auto copy = ir::parseModuleText("clone.mgir", text, diag);
+  REQUIRE(copy);
+  return copy;
+}
+
+// Arguments for every input, parameter and state of `m`: floats uniform in
+// [lo, hi) from `seed`, integers in [0, intLimit).
+inline ir::TensorMap randomArguments(const ir::Module &m, uint64_t seed,
+                                     int64_t intLimit, double lo = -2,
+                                     double hi = 2) {
+  ir::TensorMap args;
+  for (const auto &arg : m.graph().arguments()) {
+    ir::HostTensor t(arg->type());
+    for (size_t i = 0; i < t.data.size(); ++i) {
+      double u = uniform01(seed, hashName(arg->name()), i);
+      t.data[i] = ir::isInteger(t.type.dtype)
+                      ? std::floor(u * static_cast<double>(intLimit))
+                      : ir::roundToDType(lo + (hi - lo) * u, t.type.dtype);
+    }
+    args[arg->name()] = std::move(t);
+  }
+  return args;
+}
+
+inline cpu::NamedTensors toTensors(const ir::TensorMap &args) {
+  cpu::NamedTensors out;
+  for (const auto &[name, t] : args)
+    out[name] = runtime::Tensor::fromHost(t);
+  return out;
+}
+
+// Runs `m` on the CPU (with `threads` threads) and returns its outputs.
+inline cpu::RunResult runCpu(const ir::Module &m, const ir::TensorMap &args,
+                             unsigned threads = 2) {
+  auto exe = buildExecutable(cloneModule(m), cpu::scratchBytes);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  DiagnosticEngine diag(os);
+  cpu::CpuOptions options;
+  options.threads = threads;
+  auto ex = cpu::CpuExecutor::create(*exe, options, diag);
+  INFO(os.str());
+  REQUIRE(ex);
+  auto r = ex->run(toTensors(args), diag);
+  INFO(os.str());
+  REQUIRE(r.succeeded());
+  return std::move(*r);
+}
+
+// |got - want| <= tol * max(|want|, 1) element by element; NaN matches NaN
+// and infinities must be equal. Returns the worst ratio of the error to the
+// allowed error (<= 1 passes).
+inline double compareTensors(const runtime::Tensor &got,
+                             const ir::HostTensor &want, double tol,
+                             const std::string &what) {
+  INFO(what);
+  REQUIRE(got.type() == want.type);
+  double worst = 0;
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    double g = got.get(i), w = want.data[i];
+    if (std::isnan(w) || std::isinf(w)) {
+      bool same = std::isnan(w) ? std::isnan(g) : g == w;
+      if (!same) {
+        INFO("element " << i << ": got " << g << ", want " << w);
+        CHECK(same);
+        return 2;
+      }
+      continue;
+    }
+    double diff = std::fabs(g - w);
+    double ratio = diff == 0 ? 0 : diff / (tol * std::max(std::fabs(w), 1.0));
+    if (!(ratio <= 1)) {
+      INFO("element " << i << ": got " << g << ", want " << w);
+      CHECK(ratio <= 1);
+      return ratio;
+    }
+    worst = std::max(worst, ratio);
+  }
+  return worst;
+}
+
+// Compares every output of the CPU run with the interpreter's.
+inline void compareWithInterpreter(const ir::Module &m,
+                                   const ir::TensorMap &args, double tol,
+                                   unsigned threads = 2) {
+  DiagnosticEngine diag;
+  ir::TensorMap updated;
+  auto ref = ir::interpret(m, args, diag, &updated);
+  REQUIRE(ref.succeeded());
+  cpu::RunResult got = runCpu(m, args, threads);
+  CHECK(got.outputs.size() == ref->size());
+  for (const auto &[name, want] : *ref) {
+    REQUIRE(got.outputs.count(name) == 1);
+    compareTensors(got.outputs.at(name), want, tol, "output " + name);
+  }
+  CHECK(got.updates.size() == updated.size());
+  for (const auto &[name, want] : updated) {
+    REQUIRE(got.updates.count(name) == 1);
+    compareTensors(got.updates.at(name), want, tol, "update of " + name);
+  }
+}
+
+inline bool bitIdentical(const runtime::Tensor &a, const runtime::Tensor &b) {
+  return a.type() == b.type() &&
+         (a.nbytes() == 0 || std::memcmp(a.data(), b.data(), a.nbytes()) == 0);
+}
+
+} // namespace mgc::backend::testing
