@@ -5,6 +5,7 @@
 #include "backend/cpu/CpuExecutor.h"
 #include "frontend/Frontend.h"
 
+#include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
