@@ -1,0 +1,70 @@
+// Batch sources: where the input tensors of each training step come from.
+// A source produces batch after batch as a map input name -> tensor. Every
+// source here is a pure function of (seed, step): batch k is the same
+// whether it is reached by k calls to next() or by seek(k), which is how a
+// resumed run sees exactly the data of an uninterrupted one.
+#pragma once
+
+#include "runtime/Tensor.h"
+
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mgc::runtime {
+
+using Batch = std::map<std::string, Tensor>;
+
+// A model input as a data source sees it: the full per-step type, whose
+// first dimension is the batch (rows per step) for batched inputs.
+struct InputSpec {
+  std::string name;
+  ir::TensorType type;
+};
+
+class BatchSource {
+public:
+  virtual ~BatchSource();
+
+  // The inputs every batch holds, in the order given at creation.
+  virtual const std::vector<InputSpec> &inputs() const = 0;
+  // Produces batch number position() into `out` (replacing its contents)
+  // and advances. On error the position does not move.
+  virtual llvm::Error next(Batch &out) = 0;
+  // Makes batch `step` (0-based, counted from the start of training) the
+  // next one produced.
+  virtual llvm::Error seek(int64_t step) = 0;
+  // The number of the batch next() produces.
+  virtual int64_t position() const = 0;
+  // Batches in one pass over the data, when the data is finite.
+  virtual std::optional<int64_t> batchesPerEpoch() const {
+    return std::nullopt;
+  }
+};
+
+// A permutation of [0, n), a pure function of (seed, epoch): Fisher-Yates
+// driven by counter-based random numbers.
+std::vector<int64_t> epochPermutation(int64_t n, uint64_t seed, int64_t epoch);
+
+// A uniform integer in [0, n) from 64 random bits (n > 0).
+inline int64_t uniformBelow(uint64_t bits, int64_t n) {
+  return static_cast<int64_t>(
+      (static_cast<unsigned __int128>(bits) * static_cast<uint64_t>(n)) >> 64);
+}
+
+// "f32[B, 784] with B = 64": an input's type with its batch dimension named.
+std::string batchedTypeStr(const InputSpec &input);
+
+// Finds an input by name; the error lists the names there are.
+llvm::Expected<const InputSpec *>
+findInput(const std::vector<InputSpec> &inputs, llvm::StringRef name,
+          llvm::StringRef what);
+
+// An error whose message is `msg`.
+llvm::Error dataError(const llvm::Twine &msg);
+
+} // namespace mgc::runtime
