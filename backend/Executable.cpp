@@ -143,8 +143,8 @@ std::unique_ptr<Executable> parseExecutable(llvm::StringRef fileName,
 
   auto exe = std::make_unique<Executable>();
   exe->formatVersion = version;
-  exe->module = ir::parseModuleText((fileName + ":module").str(), moduleText,
-                                    diag);
+  exe->module =
+      ir::parseModuleText((fileName + ":module").str(), moduleText, diag);
   if (!exe->module)
     return fail("its module does not parse");
   std::vector<uint64_t> order, plan;
@@ -234,8 +234,8 @@ LogicalResult writeExecutableFile(const Executable &exe, llvm::StringRef path,
   if (dir.empty())
     dir = ".";
   llvm::SmallString<256> model(dir);
-  llvm::sys::path::append(model, llvm::sys::path::filename(path) +
-                                     ".tmp-%%%%%%");
+  llvm::sys::path::append(model,
+                          llvm::sys::path::filename(path) + ".tmp-%%%%%%");
   int fd = -1;
   llvm::SmallString<256> tmp;
   if (auto ec = llvm::sys::fs::createUniqueFile(model, fd, tmp)) {

@@ -41,8 +41,8 @@ std::unique_ptr<Executable> parseExecutable(llvm::StringRef fileName,
 
 // Writes through a temporary file in the same folder, fsync and rename, so
 // that a crash never leaves a half-written file in place of the old one.
-LogicalResult writeExecutableFile(const Executable &exe,
-                                  llvm::StringRef path, DiagnosticEngine &diag);
+LogicalResult writeExecutableFile(const Executable &exe, llvm::StringRef path,
+                                  DiagnosticEngine &diag);
 std::unique_ptr<Executable> readExecutableFile(llvm::StringRef path,
                                                DiagnosticEngine &diag);
 

@@ -31,8 +31,8 @@ int benchOne(const Case &c, unsigned threads, int runs) {
   auto module = frontend::compileModelFile(path, options, diag);
   if (!module)
     return 1;
-  auto exe = backend::buildExecutable(std::move(module),
-                                      backend::cpu::scratchBytes);
+  auto exe =
+      backend::buildExecutable(std::move(module), backend::cpu::scratchBytes);
   backend::cpu::CpuOptions opts;
   opts.threads = threads;
   auto ex = backend::cpu::CpuExecutor::create(*exe, opts, diag);
@@ -44,7 +44,8 @@ int benchOne(const Case &c, unsigned threads, int runs) {
     runtime::Tensor t(arg->type());
     if (arg->kind() == ir::ValueKind::Input) {
       for (int64_t i = 0; i < t.numel(); ++i)
-        t.set(i, ir::isInteger(t.dtype()) ? double(i % 7) : double(i % 13) / 13);
+        t.set(i,
+              ir::isInteger(t.dtype()) ? double(i % 7) : double(i % 13) / 13);
     } else {
       t = runtime::Tensor::fromHost(ir::initParameter(*arg, 1));
     }
@@ -81,11 +82,21 @@ int main(int argc, char **argv) {
   }
   Case cases[] = {
       {"mlp", "mlp.mg", {}},
-      {"tiny gpt", "gpt.mg",
-       {{"V", "64"}, {"T", "8"}, {"D", "16"}, {"H", "2"}, {"L", "2"},
+      {"tiny gpt",
+       "gpt.mg",
+       {{"V", "64"},
+        {"T", "8"},
+        {"D", "16"},
+        {"H", "2"},
+        {"L", "2"},
         {"B", "2"}}},
-      {"small gpt", "gpt.mg",
-       {{"V", "256"}, {"T", "64"}, {"D", "128"}, {"H", "4"}, {"L", "4"},
+      {"small gpt",
+       "gpt.mg",
+       {{"V", "256"},
+        {"T", "64"},
+        {"D", "128"},
+        {"H", "4"},
+        {"L", "4"},
         {"B", "8"}}},
   };
   int rc = 0;

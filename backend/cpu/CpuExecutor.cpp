@@ -54,13 +54,13 @@ std::unique_ptr<CpuExecutor> CpuExecutor::create(const Executable &exe,
     // Scratch must be at least what this backend's kernel needs: an
     // executable planned for another backend may have less.
     if (slot.scratchSize < scratchBytes(*op)) {
-      diag.error(op->loc(), "the executable's plan gives " +
-                                op->name().str() + " less scratch space than "
+      diag.error(op->loc(), "the executable's plan gives " + op->name().str() +
+                                " less scratch space than "
                                 "the CPU kernel needs");
       return nullptr;
     }
-    Step step{op, kernelFor(op->kind()), {}, slot.offset, slot.scratchOffset,
-              slot.scratchSize};
+    Step step{op,          kernelFor(op->kind()), {},
+              slot.offset, slot.scratchOffset,    slot.scratchSize};
     if (!step.kernel) {
       diag.error(op->loc(), "no CPU kernel for op '" + op->name().str() + "'");
       return nullptr;
@@ -70,8 +70,8 @@ std::unique_ptr<CpuExecutor> CpuExecutor::create(const Executable &exe,
     ex->steps_.push_back(std::move(step));
   }
   uint64_t bytes = std::max<uint64_t>(exe.plan.peak, kArenaAlignment);
-  ex->arena_ = static_cast<std::byte *>(::operator new(
-      bytes, std::align_val_t(kArenaAlignment), std::nothrow));
+  ex->arena_ = static_cast<std::byte *>(
+      ::operator new(bytes, std::align_val_t(kArenaAlignment), std::nothrow));
   if (!ex->arena_) {
     diag.error("cannot allocate the arena of " + std::to_string(bytes) +
                " bytes");

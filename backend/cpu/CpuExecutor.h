@@ -68,7 +68,8 @@ private:
     uint64_t offset, scratchOffset, scratchSize;
   };
 
-  TensorRef resolve(const Source &s, llvm::ArrayRef<const runtime::Tensor *> args);
+  TensorRef resolve(const Source &s,
+                    llvm::ArrayRef<const runtime::Tensor *> args);
   Source sourceOf(const ir::Value *v) const;
 
   const Executable &exe_;

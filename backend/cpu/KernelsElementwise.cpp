@@ -97,7 +97,8 @@ LogicalResult kernelCast(const KernelArgs &args) {
       Out *y = args.out.as<Out>();
       using C = ComputeOf<Out>;
       if constexpr (kIsInt<Out>) {
-        double lo = to == ir::DType::I32 ? -2147483648.0 : -9223372036854775808.0;
+        double lo =
+            to == ir::DType::I32 ? -2147483648.0 : -9223372036854775808.0;
         double hi = to == ir::DType::I32 ? 2147483647.0 : 9223372036854775807.0;
         for (int64_t i = 0; i < n; ++i) {
           double t = std::trunc(read(i));
@@ -113,8 +114,8 @@ LogicalResult kernelCast(const KernelArgs &args) {
       } else {
         args.pool.parallelFor(n, kElementGrain, [&](int64_t b, int64_t e) {
           for (int64_t i = b; i < e; ++i)
-            y[i] = Elem<Out>::store(
-                static_cast<C>(ir::roundToDType(read(i), to)));
+            y[i] =
+                Elem<Out>::store(static_cast<C>(ir::roundToDType(read(i), to)));
         });
         return success();
       }
@@ -185,7 +186,8 @@ LogicalResult kernelGelu(const KernelArgs &args) {
   return mapUnary(args, [](auto x) {
     using C = decltype(x);
     const C c = static_cast<C>(kGeluC);
-    return C(C(0.5) * x * (C(1) + std::tanh(c * (x + C(0.044715) * x * x * x))));
+    return C(C(0.5) * x *
+             (C(1) + std::tanh(c * (x + C(0.044715) * x * x * x))));
   });
 }
 LogicalResult kernelSigmoid(const KernelArgs &args) {
@@ -208,26 +210,25 @@ LogicalResult kernelDropout(const KernelArgs &args) {
     using C = ComputeOf<S>;
     const S *x = args.in[0].as<S>();
     S *y = args.out.as<S>();
-    args.pool.parallelFor(args.out.size(), kElementGrain, [&](int64_t b,
-                                                              int64_t e) {
-      for (int64_t i = b; i < e; ++i) {
-        if (p == 0)
-          y[i] = x[i];
-        else
-          y[i] = uniform01(seed, stream, static_cast<uint64_t>(i)) < p
-                     ? E::store(C(0))
-                     : E::store(static_cast<C>(E::load(x[i]) * scale));
-      }
-    });
+    args.pool.parallelFor(
+        args.out.size(), kElementGrain, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) {
+            if (p == 0)
+              y[i] = x[i];
+            else
+              y[i] = uniform01(seed, stream, static_cast<uint64_t>(i)) < p
+                         ? E::store(C(0))
+                         : E::store(static_cast<C>(E::load(x[i]) * scale));
+          }
+        });
     return success();
   });
 }
 
 // dy[s], x[s] -> dx[s]: dy where x > 0.
 LogicalResult kernelReluGrad(const KernelArgs &args) {
-  return mapBinary(args, [](auto dy, auto x) {
-    return x > 0 ? dy : decltype(dy)(0);
-  });
+  return mapBinary(
+      args, [](auto dy, auto x) { return x > 0 ? dy : decltype(dy)(0); });
 }
 
 // dy[s], x[s] -> dx[s]: dy * gelu'(x).

@@ -103,9 +103,9 @@ LogicalResult kernelMatmul(const KernelArgs &args) {
           for (int64_t j = 0; j < s.n; ++j) {
             uint64_t acc = 0;
             for (int64_t x = 0; x < s.k; ++x)
-              acc += static_cast<uint64_t>(E::load(a[(g * s.m + i) * s.k + x])) *
-                     static_cast<uint64_t>(
-                         E::load(b[g * bStride + x * s.n + j]));
+              acc +=
+                  static_cast<uint64_t>(E::load(a[(g * s.m + i) * s.k + x])) *
+                  static_cast<uint64_t>(E::load(b[g * bStride + x * s.n + j]));
             c[(g * s.m + i) * s.n + j] = E::store(static_cast<int64_t>(acc));
           }
     } else {
@@ -115,10 +115,11 @@ LogicalResult kernelMatmul(const KernelArgs &args) {
       float *fa = reinterpret_cast<float *>(args.scratch);
       float *fb = fa + na, *fc = fb + nb;
       auto widen = [&](const S *src, float *dst, int64_t count) {
-        args.pool.parallelFor(count, kElementGrain, [&](int64_t lo, int64_t hi) {
-          for (int64_t i = lo; i < hi; ++i)
-            dst[i] = E::load(src[i]);
-        });
+        args.pool.parallelFor(count, kElementGrain,
+                              [&](int64_t lo, int64_t hi) {
+                                for (int64_t i = lo; i < hi; ++i)
+                                  dst[i] = E::load(src[i]);
+                              });
       };
       widen(a, fa, na);
       widen(b, fb, nb);

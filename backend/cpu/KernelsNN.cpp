@@ -40,9 +40,8 @@ Lines linesAlong(llvm::ArrayRef<int64_t> shape, int64_t axis) {
 
 Lines axisLines(const KernelArgs &args) {
   const ir::TensorType &t = *args.out.type;
-  return linesAlong(t.shape,
-                    *ir::normalizeAxis(args.op.attrs().getInt("axis"),
-                                       t.rank()));
+  return linesAlong(
+      t.shape, *ir::normalizeAxis(args.op.attrs().getInt("axis"), t.rank()));
 }
 
 // Max and sum of exp(x - max) over n values `stride` apart, in f64 (a line
@@ -89,9 +88,8 @@ LogicalResult softmaxLike(const KernelArgs &args, bool logarithm) {
         for (int64_t j = 0; j < l.dim; ++j) {
           int64_t k = base + j * l.inner;
           double v = E::load(x[k]);
-          y[k] = E::store(static_cast<C>(logarithm ? v - r.max - logSum
-                                                   : std::exp(v - r.max) /
-                                                         r.sumExp));
+          y[k] = E::store(static_cast<C>(
+              logarithm ? v - r.max - logSum : std::exp(v - r.max) / r.sumExp));
         }
       }
     });
@@ -100,8 +98,8 @@ LogicalResult softmaxLike(const KernelArgs &args, bool logarithm) {
 }
 
 // The mean and 1/sqrt(var + eps) of one row of d values.
-template <typename S> void rowMoments(const S *x, int64_t d, double eps,
-                                      double &mean, double &rstd) {
+template <typename S>
+void rowMoments(const S *x, int64_t d, double eps, double &mean, double &rstd) {
   mean = 0;
   for (int64_t j = 0; j < d; ++j)
     mean += Elem<S>::load(x[j]);
@@ -187,8 +185,8 @@ LogicalResult kernelSoftmaxGrad(const KernelArgs &args) {
         }
         for (int64_t j = 0; j < l.dim; ++j) {
           int64_t k = base + j * l.inner;
-          dx[k] = E::store(
-              static_cast<C>(E::load(y[k]) * (E::load(dy[k]) - dot)));
+          dx[k] =
+              E::store(static_cast<C>(E::load(y[k]) * (E::load(dy[k]) - dot)));
         }
       }
     });
@@ -336,15 +334,15 @@ LogicalResult kernelCrossEntropyGrad(const KernelArgs &args) {
     using C = ComputeOf<S>;
     const S *logits = args.in[1].as<S>();
     S *out = args.out.as<S>();
-    double scale = E::load(args.in[0].as<S>()[0]) /
-                   static_cast<double>(positions);
+    double scale =
+        E::load(args.in[0].as<S>()[0]) / static_cast<double>(positions);
     args.pool.parallelFor(positions, kRowGrain, [&](int64_t b, int64_t e) {
       for (int64_t p = b; p < e; ++p) {
         RowStats<S> r(logits + p * c, c, 1);
         int64_t t = loadId(targets.data, targets.dtype(), p);
         for (int64_t j = 0; j < c; ++j) {
-          double v = std::exp(E::load(logits[p * c + j]) - r.max) / r.sumExp *
-                     scale;
+          double v =
+              std::exp(E::load(logits[p * c + j]) - r.max) / r.sumExp * scale;
           out[p * c + j] = E::store(static_cast<C>(j == t ? v - scale : v));
         }
       }

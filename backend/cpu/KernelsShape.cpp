@@ -201,8 +201,8 @@ LogicalResult reduce(const KernelArgs &args, ReduceKind kind) {
 
 // x[s] -> out[shape]: the same bytes.
 LogicalResult kernelReshape(const KernelArgs &args) {
-  size_t bytes = static_cast<size_t>(args.out.size()) *
-                 ir::dtypeBytes(args.out.dtype());
+  size_t bytes =
+      static_cast<size_t>(args.out.size()) * ir::dtypeBytes(args.out.dtype());
   if (bytes)
     std::memcpy(args.out.data, args.in[0].data, bytes);
   return success();
@@ -289,18 +289,19 @@ LogicalResult kernelMaxGrad(const KernelArgs &args) {
     const S *dy = args.in[0].as<S>(), *x = args.in[1].as<S>(),
             *y = args.in[2].as<S>();
     S *dx = args.out.as<S>();
-    args.pool.parallelFor(args.in[0].size(), kRowGrain, [&](int64_t b,
-                                                            int64_t e) {
-      forOutputs(l, b, e, [&](int64_t o, int64_t base) {
-        C m = E::load(y[o]);
-        double ties = 0;
-        forReduced(l, base, [&](int64_t i) { ties += E::load(x[i]) == m; });
-        C share = static_cast<C>(static_cast<double>(E::load(dy[o])) / ties);
-        forReduced(l, base, [&](int64_t i) {
-          dx[i] = E::store(E::load(x[i]) == m ? share : C(0));
+    args.pool.parallelFor(
+        args.in[0].size(), kRowGrain, [&](int64_t b, int64_t e) {
+          forOutputs(l, b, e, [&](int64_t o, int64_t base) {
+            C m = E::load(y[o]);
+            double ties = 0;
+            forReduced(l, base, [&](int64_t i) { ties += E::load(x[i]) == m; });
+            C share =
+                static_cast<C>(static_cast<double>(E::load(dy[o])) / ties);
+            forReduced(l, base, [&](int64_t i) {
+              dx[i] = E::store(E::load(x[i]) == m ? share : C(0));
+            });
+          });
         });
-      });
-    });
     return success();
   });
 }

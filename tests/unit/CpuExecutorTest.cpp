@@ -54,8 +54,8 @@ ir::TensorMap modelArguments(const ir::Module &m, int64_t ids) {
 TEST_CASE("CPU executor: the MLP sample matches the interpreter") {
   auto m = compileSample("mlp.mg", {}, false);
   compareWithInterpreter(*m, modelArguments(*m, 10), kModelTolerance);
-  auto g = compileSample("mlp.mg", {{"B", "8"}, {"D", "32"}, {"H", "24"}},
-                         true);
+  auto g =
+      compileSample("mlp.mg", {{"B", "8"}, {"D", "32"}, {"H", "24"}}, true);
   compareWithInterpreter(*g, modelArguments(*g, 10), kModelTolerance);
 }
 
@@ -69,8 +69,12 @@ TEST_CASE("CPU executor: the tiny GPT sample matches the interpreter") {
 TEST_CASE("CPU executor: bit-identical run to run and for any thread count") {
   // Large enough that every parallel loop runs several chunks.
   auto m = compileSample("gpt.mg",
-                         {{"V", "128"}, {"T", "32"}, {"D", "64"}, {"H", "4"},
-                          {"L", "2"}, {"B", "4"}},
+                         {{"V", "128"},
+                          {"T", "32"},
+                          {"D", "64"},
+                          {"H", "4"},
+                          {"L", "2"},
+                          {"B", "4"}},
                          true);
   ir::TensorMap args = modelArguments(*m, 128);
   cpu::RunResult one = runCpu(*m, args, 1);

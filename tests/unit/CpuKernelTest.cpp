@@ -58,7 +58,9 @@ bool buildCase(OpKind kind, OpCase &c) {
   };
   switch (kind) {
   case OpKind::Constant:
-    result = c.op(kind, {}, {{"value", 1.25}, {"dtype", std::string(ir::dtypeName(c.f))}});
+    result =
+        c.op(kind, {},
+             {{"value", 1.25}, {"dtype", std::string(ir::dtypeName(c.f))}});
     break;
   case OpKind::Cast:
     result = c.op(kind, {c.x("x", {3, 7})},
@@ -90,8 +92,8 @@ bool buildCase(OpKind kind, OpCase &c) {
     result = unary();
     break;
   case OpKind::Dropout:
-    result = c.op(kind, {c.x("x", {5, 40})},
-                  {{"p", 0.3}, {"seed", int64_t(7)}});
+    result =
+        c.op(kind, {c.x("x", {5, 40})}, {{"p", 0.3}, {"seed", int64_t(7)}});
     break;
   case OpKind::Softmax:
   case OpKind::LogSoftmax: // a middle axis: lines with a stride
@@ -106,8 +108,8 @@ bool buildCase(OpKind kind, OpCase &c) {
     result = c.op(kind, {c.x("x", {2, 3, 8}), c.x("g", {8}), c.x("b", {8})});
     break;
   case OpKind::LayernormGradX:
-    result = c.op(kind, {c.x("dy", {2, 3, 8}), c.x("x", {2, 3, 8}),
-                         c.x("g", {8})});
+    result =
+        c.op(kind, {c.x("dy", {2, 3, 8}), c.x("x", {2, 3, 8}), c.x("g", {8})});
     break;
   case OpKind::Matmul:
     result = c.op(kind, {c.x("a", {2, 3, 4, 5}), c.x("b", {5, 6})});
@@ -120,17 +122,17 @@ bool buildCase(OpKind kind, OpCase &c) {
                   {{"rows", int64_t(6)}});
     break;
   case OpKind::Reshape:
-    result = c.op(kind, {c.x("x", {2, 6})},
-                  {{"shape", std::vector<int64_t>{3, 4}}});
+    result =
+        c.op(kind, {c.x("x", {2, 6})}, {{"shape", std::vector<int64_t>{3, 4}}});
     break;
   case OpKind::Transpose:
     result = c.op(kind, {c.x("x", {2, 3, 4})},
                   {{"perm", std::vector<int64_t>{2, 0, 1}}});
     break;
   case OpKind::Slice:
-    result = c.op(kind, {c.x("x", {4, 5})},
-                  {{"axis", int64_t(1)}, {"start", int64_t(1)},
-                   {"end", int64_t(4)}});
+    result = c.op(
+        kind, {c.x("x", {4, 5})},
+        {{"axis", int64_t(1)}, {"start", int64_t(1)}, {"end", int64_t(4)}});
     break;
   case OpKind::Concat:
     result = c.op(kind, {c.x("a", {2, 3}), c.x("b", {2, 2}), c.x("c", {2, 1})},
@@ -158,8 +160,8 @@ bool buildCase(OpKind kind, OpCase &c) {
     result = c.op(kind, {c.x("logits", {2, 3, 5}), c.ids("t", {2, 3})});
     break;
   case OpKind::CrossEntropyGrad:
-    result = c.op(kind, {c.x("dy", {}), c.x("logits", {2, 3, 5}),
-                         c.ids("t", {2, 3})});
+    result = c.op(
+        kind, {c.x("dy", {}), c.x("logits", {2, 3, 5}), c.ids("t", {2, 3})});
     break;
   case OpKind::CausalMask:
   case OpKind::CausalMaskGrad:
@@ -179,10 +181,10 @@ bool buildCase(OpKind kind, OpCase &c) {
 // Operand values for an op: positive where the op needs it, whole halves
 // for max_grad (ties), ids below 5 (every id table here has at least 5 rows).
 ir::TensorMap caseArguments(OpKind kind, const ir::Module &m, uint64_t seed) {
-  bool positive = kind == OpKind::Log || kind == OpKind::Sqrt ||
-                  kind == OpKind::Rsqrt;
-  ir::TensorMap args = randomArguments(m, seed, 5, positive ? 0.25 : -2,
-                                       positive ? 3 : 2);
+  bool positive =
+      kind == OpKind::Log || kind == OpKind::Sqrt || kind == OpKind::Rsqrt;
+  ir::TensorMap args =
+      randomArguments(m, seed, 5, positive ? 0.25 : -2, positive ? 3 : 2);
   if (kind == OpKind::MaxGrad) {
     ir::HostTensor &x = args.at("x");
     for (double &v : x.data)
@@ -202,14 +204,28 @@ TEST_CASE("CPU kernels: every op kind matches the interpreter in f64 and f32") {
       for (uint64_t seed : {1, 2}) {
         ir::TensorMap args = caseArguments(info.kind, c.module, seed);
         compareWithInterpreter(c.module, args,
-                               f == DType::F64 ? kF64Tolerance
-                                               : kF32Tolerance);
+                               f == DType::F64 ? kF64Tolerance : kF32Tolerance);
       }
     }
   }
 }
 
-TEST_CASE("CPU kernels: a kernel for every op kind, and scratch only where needed") {
+// bf16 storage with f32 arithmetic for every op: inputs hold bf16 values,
+// each result is rounded to bf16 once (2^-9 relative), except where a
+// kernel rounds partial results (embedding_grad adds rows in place, the
+// cast case is bf16 -> bf16): within 2^-6 of max(|value|, 1).
+TEST_CASE("CPU kernels: every op kind in bf16 storage") {
+  for (const ir::OpInfo &info : ir::allOpInfos()) {
+    INFO("op " << info.name.str() << " in bf16");
+    OpCase c(DType::BF16);
+    REQUIRE(buildCase(info.kind, c));
+    compareWithInterpreter(c.module, caseArguments(info.kind, c.module, 3),
+                           1.0 / 64);
+  }
+}
+
+TEST_CASE(
+    "CPU kernels: a kernel for every op kind, and scratch only where needed") {
   for (const ir::OpInfo &info : ir::allOpInfos())
     CHECK_MESSAGE(bool(cpu::kernelFor(info.kind)), info.name.str());
 }
@@ -240,8 +256,10 @@ TEST_CASE("CPU kernels: large elementwise, softmax and reductions") {
   g.addOutput("gelu", c.op(OpKind::Gelu, {x}));
   g.addOutput("mul", c.op(OpKind::Mul, {x, y}));
   g.addOutput("softmax", c.op(OpKind::Softmax, {x}, {{"axis", int64_t(0)}}));
-  g.addOutput("sum0", c.op(OpKind::Sum, {x}, {{"axes", std::vector<int64_t>{0}}}));
-  g.addOutput("t", c.op(OpKind::Transpose, {y}, {{"perm", std::vector<int64_t>{1, 0}}}));
+  g.addOutput("sum0",
+              c.op(OpKind::Sum, {x}, {{"axes", std::vector<int64_t>{0}}}));
+  g.addOutput("t", c.op(OpKind::Transpose, {y},
+                        {{"perm", std::vector<int64_t>{1, 0}}}));
   compareWithInterpreter(c.module, randomArguments(c.module, 4, 1),
                          kF32Tolerance);
 }
@@ -261,8 +279,7 @@ TEST_CASE("CPU kernels: bf16 storage with f32 arithmetic") {
   compareWithInterpreter(c.module, args, 1.0 / 128);
   // The scratch space of the bf16 matmul is planned.
   for (const auto &op : c.module.graph().ops())
-    CHECK((cpu::scratchBytes(*op) > 0) ==
-          (op->kind() == OpKind::Matmul));
+    CHECK((cpu::scratchBytes(*op) > 0) == (op->kind() == OpKind::Matmul));
 }
 
 TEST_CASE("CPU kernels: integer arithmetic, casts and reductions") {
@@ -279,12 +296,15 @@ TEST_CASE("CPU kernels: integer arithmetic, casts and reductions") {
   };
   Value *one = mk(OpKind::Broadcast, {b.constant(1, DType::I64)},
                   {{"shape", std::vector<int64_t>{4, 5}}});
-  g.addOutput("div", mk(OpKind::Div, {mk(OpKind::Neg, {i}), mk(OpKind::Add, {j, one})}));
+  g.addOutput("div", mk(OpKind::Div,
+                        {mk(OpKind::Neg, {i}), mk(OpKind::Add, {j, one})}));
   g.addOutput("mul", mk(OpKind::Mul, {i, j}));
-  g.addOutput("mean", mk(OpKind::Mean, {i}, {{"axes", std::vector<int64_t>{1}}}));
+  g.addOutput("mean",
+              mk(OpKind::Mean, {i}, {{"axes", std::vector<int64_t>{1}}}));
   g.addOutput("max", mk(OpKind::Max, {j}, {{"axes", std::vector<int64_t>{0}}}));
   g.addOutput("toint", mk(OpKind::Cast, {x}, {{"dtype", std::string("i32")}}));
-  g.addOutput("tofloat", mk(OpKind::Cast, {i}, {{"dtype", std::string("f64")}}));
+  g.addOutput("tofloat",
+              mk(OpKind::Cast, {i}, {{"dtype", std::string("f64")}}));
   ir::TensorMap args = randomArguments(m, 6, 100, -50, 50);
   compareWithInterpreter(m, args, 0);
 }
@@ -292,7 +312,8 @@ TEST_CASE("CPU kernels: integer arithmetic, casts and reductions") {
 TEST_CASE("CPU kernels: run-time errors name the op and the element") {
   ir::Module m;
   ir::Builder b(m.graph());
-  Value *table = m.graph().addInput("table", ir::TensorType(DType::F32, {4, 2}));
+  Value *table =
+      m.graph().addInput("table", ir::TensorType(DType::F32, {4, 2}));
   Value *ids = m.graph().addInput("ids", ir::TensorType(DType::I32, {3}));
   auto r = b.create(OpKind::Embedding, {table, ids});
   REQUIRE(r.ok());
@@ -318,7 +339,8 @@ TEST_CASE("CPU kernels: run-time errors name the op and the element") {
   CHECK(ex->run(bad, diag).failed());
   CHECK(os.str().find("missing tensor for input 'table'") != std::string::npos);
   CHECK(os.str().find("'nope' is not an input") != std::string::npos);
-  CHECK(os.str().find("tensor 'ids' has type i32[4] but the model expects i32[3]") !=
+  CHECK(os.str().find(
+            "tensor 'ids' has type i32[4] but the model expects i32[3]") !=
         std::string::npos);
 }
 

@@ -87,8 +87,8 @@ TEST_CASE("MemoryPlan: random graphs") {
     ir::Builder b(m.graph());
     std::vector<ir::Value *> pool;
     for (int i = 0; i < 3; ++i)
-      pool.push_back(m.graph().addInput("x" + std::to_string(i),
-                                        ir::TensorType(ir::DType::F32, {8, 8})));
+      pool.push_back(m.graph().addInput(
+          "x" + std::to_string(i), ir::TensorType(ir::DType::F32, {8, 8})));
     uint64_t ops = 5 + randomBits(seed, 5, 0) % 40;
     for (uint64_t i = 0; i < ops; ++i) {
       ir::Value *a = pool[randomBits(seed, 6, i) % pool.size()];

@@ -21,7 +21,8 @@ const CommandSpec &compileSpec() {
     s.options = {
         {"-D", "NAME=VALUE", "override the constant NAME of the model file",
          true},
-        {"--emit", "KIND",
+        {"--emit",
+         "KIND",
          "what to write: ir (the IR text) or exe (an executable; the "
          "default when -o names a .mgx file)",
          false,
@@ -57,8 +58,7 @@ int runCompile(llvm::ArrayRef<std::string> rawArgs) {
   }
   DiagnosticEngine diag;
   diag.setWarningsEnabled(!args->has("--no-warnings"));
-  auto module =
-      frontend::compileModelFile(args->positionals[0], options, diag);
+  auto module = frontend::compileModelFile(args->positionals[0], options, diag);
   if (!module || diag.hasErrors())
     return kUserError;
   if (int rc = runPassPipeline(*module, *args, diag))
