@@ -7,6 +7,7 @@
 #include "frontend/Frontend.h"
 #include "ir/Builder.h"
 #include "passes/Autodiff.h"
+#include "passes/PassManager.h"
 
 namespace mgc::backend::testing {
 namespace {
@@ -88,6 +89,46 @@ TEST_CASE("CPU executor: bit-identical run to run and for any thread count") {
     CHECK(bitIdentical(t, two.outputs.at(name)));
     CHECK(bitIdentical(t, three.outputs.at(name)));
   }
+}
+
+// Training steps (autodiff, then the optimizer pass from the model's train
+// section): several steps on the CPU, the updates fed back as the next
+// step's parameters and state, against the interpreter doing the same.
+void checkTraining(const char *file, frontend::ConstOverrides defines,
+                   int64_t ids) {
+  auto m = compileSample(file, std::move(defines), false);
+  DiagnosticEngine diag;
+  passes::PassManager pm;
+  REQUIRE(succeeded(pm.parsePipeline("autodiff,optimizer", diag)));
+  REQUIRE(succeeded(pm.run(*m, diag)));
+  REQUIRE(!m->graph().updates().empty());
+  ir::TensorMap ref = modelArguments(*m, ids);
+  cpu::NamedTensors cpuArgs = toTensors(ref);
+  auto exe = buildExecutable(cloneModule(*m), cpu::scratchBytes);
+  auto ex = cpu::CpuExecutor::create(*exe, {}, diag);
+  REQUIRE(ex);
+  for (int step = 1; step <= 3; ++step) {
+    INFO("step " << step);
+    ir::TensorMap updated;
+    auto want = ir::interpret(*m, ref, diag, &updated);
+    REQUIRE(want.succeeded());
+    auto got = ex->run(cpuArgs, diag);
+    REQUIRE(got.succeeded());
+    for (const auto &[name, t] : *want)
+      compareTensors(got->outputs.at(name), t, kModelTolerance, name);
+    REQUIRE(got->updates.size() == updated.size());
+    for (const auto &[name, t] : updated)
+      compareTensors(got->updates.at(name), t, kModelTolerance,
+                     "update of " + name);
+    ir::applyUpdates(ref, updated);
+    for (auto &[name, t] : got->updates)
+      cpuArgs[name] = std::move(t);
+  }
+}
+
+TEST_CASE("CPU executor: training steps of the samples match the interpreter") {
+  checkTraining("mlp.mg", {{"B", "8"}, {"D", "32"}, {"H", "24"}}, 10);
+  checkTraining("gpt.mg", tinyGpt(), 64);
 }
 
 TEST_CASE("CPU executor: updates give the new values of parameters and state") {
