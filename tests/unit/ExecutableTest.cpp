@@ -4,6 +4,8 @@
 
 #include "frontend/Frontend.h"
 
+#include "llvm/ADT/StringExtras.h"
+
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -61,6 +63,13 @@ TEST_CASE("Executable: truncated and corrupted files are refused") {
   std::string version = text;
   version[4] = '7';
   CHECK(parseError(version).find("checksum") != std::string::npos);
+  // A well-formed file of another format version: refused by its version.
+  std::string body = "mgx 2" + text.substr(5, text.rfind("checksum ") - 5);
+  std::string sum = llvm::utohexstr(hashName(body), /*LowerCase=*/true);
+  std::string v2 = body + "checksum " + std::string(16 - sum.size(), '0') +
+                   sum + "\n";
+  CHECK(parseError(v2).find("format version 2 is not supported") !=
+        std::string::npos);
 }
 
 TEST_CASE("Executable: a plan that overlaps live buffers is refused") {
