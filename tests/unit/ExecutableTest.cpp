@@ -66,10 +66,37 @@ TEST_CASE("Executable: truncated and corrupted files are refused") {
   // A well-formed file of another format version: refused by its version.
   std::string body = "mgx 2" + text.substr(5, text.rfind("checksum ") - 5);
   std::string sum = llvm::utohexstr(hashName(body), /*LowerCase=*/true);
-  std::string v2 = body + "checksum " + std::string(16 - sum.size(), '0') +
-                   sum + "\n";
+  std::string v2 =
+      body + "checksum " + std::string(16 - sum.size(), '0') + sum + "\n";
   CHECK(parseError(v2).find("format version 2 is not supported") !=
         std::string::npos);
+}
+
+// Mutations behind a valid checksum (what a buggy writer could produce)
+// are refused or accepted, never a crash; an accepted one still checks.
+TEST_CASE("Executable: mutated contents with a valid checksum never crash") {
+  std::string text = serializeExecutable(*tinyGpt());
+  std::string body = text.substr(0, text.rfind("checksum "));
+  size_t order = body.find("section order");
+  for (uint64_t i = 0; i < 300; ++i) {
+    std::string mutated = body;
+    size_t pos = order + randomBits(17, 1, i) % (body.size() - order);
+    const char digits[] = "0123456789 \n-x";
+    mutated[pos] = digits[randomBits(17, 2, i) % (sizeof(digits) - 1)];
+    std::string sum = llvm::utohexstr(hashName(mutated), true);
+    mutated += "checksum " + std::string(16 - sum.size(), '0') + sum + "\n";
+    std::string err;
+    llvm::raw_string_ostream os(err);
+    DiagnosticEngine diag(os);
+    auto exe = parseExecutable("m.mgx", mutated, diag);
+    if (exe) {
+      DiagnosticEngine quiet(os);
+      CHECK(succeeded(checkExecutable(*exe, "m.mgx", quiet)));
+    } else {
+      CHECK(os.str().find("'m.mgx' is not a valid mgc executable") !=
+            std::string::npos);
+    }
+  }
 }
 
 TEST_CASE("Executable: a plan that overlaps live buffers is refused") {
