@@ -21,6 +21,8 @@ const CommandSpec &optSpec();
 // --print-ir-after, ...), and the code that applies them: one definition
 // serves compile and opt.
 std::vector<OptionSpec> passPipelineOptions();
+// The registered passes with their summaries, for --help.
+std::string passListHelp();
 int runPassPipeline(ir::Module &module, const ParsedArgs &args,
                     DiagnosticEngine &diag);
 

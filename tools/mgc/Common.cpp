@@ -43,6 +43,17 @@ std::vector<OptionSpec> passPipelineOptions() {
   };
 }
 
+std::string passListHelp() {
+  std::string s = "passes:\n";
+  size_t width = 0;
+  for (const passes::PassInfo &p : passes::registeredPasses())
+    width = std::max(width, p.name.size());
+  for (const passes::PassInfo &p : passes::registeredPasses())
+    s += "  " + p.name.str() + std::string(width - p.name.size() + 2, ' ') +
+         p.summary.str() + "\n";
+  return s;
+}
+
 std::vector<OptionSpec> outputOptions() {
   return {
       {"-o", "FILE", "write the result to FILE ('-': stdout, the default)"},

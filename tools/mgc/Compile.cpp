@@ -33,7 +33,7 @@ const CommandSpec &compileSpec() {
       s.options.push_back(o);
     for (auto &o : passPipelineOptions())
       s.options.push_back(o);
-    s.details = "Exit status: 0 success, 1 the model has errors, 2 usage "
+    s.details = passListHelp() + "\nExit status: 0 success, 1 the model has errors, 2 usage "
                 "error.\n";
     return s;
   }();

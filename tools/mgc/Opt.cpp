@@ -18,7 +18,7 @@ const CommandSpec &optSpec() {
       s.options.push_back(o);
     for (auto &o : outputOptions())
       s.options.push_back(o);
-    s.details = "Exit status: 0 success, 1 the input has errors, 2 usage "
+    s.details = passListHelp() + "\nExit status: 0 success, 1 the input has errors, 2 usage "
                 "error.\n";
     return s;
   }();

@@ -137,7 +137,8 @@ std::string formatHelp(const CommandSpec &spec) {
         s += " [repeatable]";
       s += "\n";
     }
-    s += "  -h, --help" + std::string(width > 10 ? width - 10 + 2 : 2, ' ') +
+    std::string help = "  -h, --help";
+    s += help + std::string(width > help.size() ? width - help.size() + 2 : 2, ' ') +
          "show this help\n";
   }
   if (!spec.details.empty())
