@@ -1,0 +1,159 @@
+// The mgc executor library: train or run a model from a C++ program.
+//
+//   #include <mgc/Session.h>
+//   auto session = mgc::Session::create("mlp.mg", {});
+//   if (!session) { std::cerr << session.status().message(); return 1; }
+//   (*session)->feed("x", x);
+//   (*session)->feed("y", y);
+//   auto result = (*session)->step();   // one training step; result->loss
+//
+// This header and its neighbours use only the C++ standard library, so an
+// embedding program needs nothing but find_package(mgc).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace mgc {
+
+enum class DType { F32, BF16, F16, F64, I32, I64 };
+const char *dtypeName(DType dtype); // "f32"
+size_t dtypeSize(DType dtype);
+
+// A dense, row-major host tensor that owns its bytes (bf16/f16 as 16 bits).
+class Tensor {
+public:
+  Tensor() = default;
+  static Tensor zeros(DType dtype, std::vector<int64_t> shape);
+  static Tensor fromFloats(std::vector<int64_t> shape,
+                           const std::vector<float> &values);
+  static Tensor fromInts(std::vector<int64_t> shape,
+                         const std::vector<int32_t> &values);
+
+  DType dtype() const { return dtype_; }
+  const std::vector<int64_t> &shape() const { return shape_; }
+  int64_t numel() const;
+  std::byte *data() { return bytes_.data(); }
+  const std::byte *data() const { return bytes_.data(); }
+  size_t nbytes() const { return bytes_.size(); }
+  // Every element converted to float (integers exactly up to 2^24).
+  std::vector<float> toFloats() const;
+
+private:
+  DType dtype_ = DType::F32;
+  std::vector<int64_t> shape_;
+  std::vector<std::byte> bytes_;
+};
+
+// Success, or a message in the compiler's format (file:line:col: error: ...,
+// with the source line and a caret where there is one).
+class Status {
+public:
+  static Status ok() { return Status(); }
+  static Status error(std::string message) {
+    Status s;
+    s.message_ = std::move(message);
+    s.failed_ = true;
+    return s;
+  }
+  bool isOk() const { return !failed_; }
+  explicit operator bool() const { return !failed_; }
+  const std::string &message() const { return message_; }
+
+private:
+  bool failed_ = false;
+  std::string message_;
+};
+
+// A value or the Status that says why there is none.
+template <typename T> class Result {
+public:
+  Result(T value) : value_(std::move(value)) {}
+  Result(Status status) : status_(std::move(status)) {}
+  explicit operator bool() const { return value_.has_value(); }
+  T &operator*() { return *value_; }
+  const T &operator*() const { return *value_; }
+  T *operator->() { return &*value_; }
+  const T *operator->() const { return &*value_; }
+  const Status &status() const { return status_; }
+
+private:
+  std::optional<T> value_;
+  Status status_;
+};
+
+struct TensorInfo {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+};
+
+struct SessionOptions {
+  // Overrides of the model file's constants (like mgc's -D NAME=VALUE).
+  std::map<std::string, std::string> defines;
+  // Overrides of the model file's train section, e.g. {"lr", "3e-4"},
+  // {"optimizer", "sgd"}; see docs/training.md for the keys.
+  std::map<std::string, std::string> train;
+  // Parameters are initialised from this seed.
+  uint64_t seed = 0;
+  // Worker threads of the CPU backend; 0 means one per core.
+  int threads = 0;
+};
+
+struct StepResult {
+  int64_t step = 0;   // the step just completed, counted from 1
+  double loss = 0;
+  // Other scalar outputs of the step, e.g. "lr" and "grad_norm".
+  std::map<std::string, double> metrics;
+};
+
+class Session {
+public:
+  // From a model file (.mg) or a compiled executable (.mgx, see
+  // docs/executable.md).
+  static Result<std::unique_ptr<Session>> create(const std::string &path,
+                                                 const SessionOptions &options);
+  ~Session();
+  Session(const Session &) = delete;
+  Session &operator=(const Session &) = delete;
+
+  // The model's data inputs and its trained parameters.
+  std::vector<TensorInfo> inputs() const;
+  std::vector<TensorInfo> parameters() const;
+
+  // Binds a batch to a data input (checked against its type). Inputs stay
+  // bound until fed again.
+  Status feed(const std::string &input, Tensor value);
+
+  // One training step (forward, backward, optimizer update) on the fed
+  // inputs. Fails if the model has no loss.
+  Result<StepResult> step();
+  // Forward only, for inference: the model's outputs on the fed inputs;
+  // parameters are not changed.
+  Result<std::map<std::string, Tensor>> forward();
+
+  Result<Tensor> parameter(const std::string &name) const;
+  Status setParameter(const std::string &name, const Tensor &value);
+  // Steps completed so far (restored by loadCheckpoint).
+  int64_t stepCount() const;
+
+  // safetensors checkpoints with parameters, optimizer state and metadata;
+  // written atomically (docs/checkpoints.md).
+  Status saveCheckpoint(const std::string &path) const;
+  Status loadCheckpoint(const std::string &path);
+
+  struct Impl;
+
+private:
+  explicit Session(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+} // namespace mgc
