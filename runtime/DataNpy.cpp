@@ -379,6 +379,8 @@ static void convertInto(const Src *src, int64_t count, Tensor &dst,
 
 void copyNpyElements(const NpyArray &array, int64_t first, int64_t count,
                      Tensor &dst, int64_t dstFirst) {
+  if (count <= 0)
+    return;
   unsigned item = npyItemBytes(array.dtype);
   const char *src = array.data() + first * item;
   // Same storage: a plain copy.

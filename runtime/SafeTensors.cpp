@@ -112,8 +112,9 @@ llvm::Expected<std::string> encodeSafeTensors(const TensorMap &tensors,
     return header.takeError();
   std::string out = lengthPrefix(header->size()) + *header;
   for (const auto &entry : tensors)
-    out.append(reinterpret_cast<const char *>(entry.second.data()),
-               entry.second.nbytes());
+    if (entry.second.nbytes())
+      out.append(reinterpret_cast<const char *>(entry.second.data()),
+                 entry.second.nbytes());
   return out;
 }
 

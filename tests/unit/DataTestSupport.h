@@ -11,6 +11,8 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
