@@ -296,6 +296,14 @@ void stridedGather(const double *in, int64_t base,
   }
 }
 
+void fillAboveDiagonal(std::vector<double> &data, int64_t t, double value) {
+  int64_t matrices = t == 0 ? 0 : static_cast<int64_t>(data.size()) / (t * t);
+  for (int64_t mi = 0; mi < matrices; ++mi)
+    for (int64_t r = 0; r < t; ++r)
+      for (int64_t col = r + 1; col < t; ++col)
+        data[(mi * t + r) * t + col] = value;
+}
+
 std::string formatNumber(double value) {
   if (std::isfinite(value) && value == std::trunc(value) &&
       std::fabs(value) < 1e18)

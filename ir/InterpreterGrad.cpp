@@ -233,14 +233,8 @@ LogicalResult evalCrossEntropyGrad(EvalContext &ctx) {
 // into scores that causal_mask replaced by -inf.
 LogicalResult evalCausalMaskGrad(EvalContext &ctx) {
   const HostTensor &dy = ctx.in(0);
-  int64_t t = dy.type.shape.back();
-  std::vector<double> &out = ctx.result.data;
-  out = dy.data;
-  int64_t matrices = t == 0 ? 0 : dy.type.size() / (t * t);
-  for (int64_t mi = 0; mi < matrices; ++mi)
-    for (int64_t r = 0; r < t; ++r)
-      for (int64_t col = r + 1; col < t; ++col)
-        out[(mi * t + r) * t + col] = 0.0;
+  ctx.result.data = dy.data;
+  fillAboveDiagonal(ctx.result.data, dy.type.shape.back(), 0.0);
   return success();
 }
 

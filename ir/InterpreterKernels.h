@@ -52,6 +52,11 @@ void stridedGather(const double *in, int64_t base,
                    llvm::ArrayRef<int64_t> outShape,
                    llvm::ArrayRef<int64_t> inStrides, double *out);
 
+// Sets the entries above the diagonal of every trailing [T, T] matrix of
+// `data` (column > row) to `value`: causal_mask writes -inf there, its
+// gradient writes 0.
+void fillAboveDiagonal(std::vector<double> &data, int64_t t, double value);
+
 // "f32" etc. as a std::string, for messages.
 std::string formatNumber(double value);
 

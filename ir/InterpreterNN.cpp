@@ -188,14 +188,8 @@ LogicalResult evalMse(EvalContext &ctx) {
 // s[..., T, T]: entries with column > row become -inf.
 LogicalResult evalCausalMask(EvalContext &ctx) {
   const HostTensor &x = ctx.in(0);
-  int64_t t = x.type.shape.back();
-  std::vector<double> &y = ctx.result.data;
-  y = x.data;
-  int64_t matrices = t == 0 ? 0 : x.type.size() / (t * t);
-  for (int64_t mi = 0; mi < matrices; ++mi)
-    for (int64_t r = 0; r < t; ++r)
-      for (int64_t col = r + 1; col < t; ++col)
-        y[(mi * t + r) * t + col] = -kInf;
+  ctx.result.data = x.data;
+  fillAboveDiagonal(ctx.result.data, x.type.shape.back(), -kInf);
   return success();
 }
 
