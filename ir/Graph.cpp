@@ -142,6 +142,15 @@ void Graph::replaceAllUsesWith(Value *from, Value *to) {
       u.value = to;
 }
 
+void Graph::remapResults(const std::function<Value *(Value *)> &map) {
+  for (Output &o : outputs_)
+    if (o.value)
+      o.value = map(o.value);
+  for (Update &u : updates_)
+    if (u.value)
+      u.value = map(u.value);
+}
+
 llvm::DenseMap<const Value *, unsigned> Graph::useCounts() const {
   llvm::DenseMap<const Value *, unsigned> counts;
   for (const auto &a : args_)

@@ -181,6 +181,9 @@ public:
   // Makes every use of `from` (operands, outputs and update values) use `to`
   // instead. Update targets are not uses: they name the argument updated.
   void replaceAllUsesWith(Value *from, Value *to);
+  // Replaces the value of every output and update by `map(value)`: how a
+  // pass that merged or rewrote values redirects the graph's results.
+  void remapResults(const std::function<Value *(Value *)> &map);
   // Number of uses of each value (operands, outputs and update values).
   llvm::DenseMap<const Value *, unsigned> useCounts() const;
 

@@ -57,12 +57,7 @@ public:
       replaced[op.result()] = it->second;
       merged.insert(&op);
     }
-    for (ir::Output &o : g.outputs())
-      if (o.value)
-        o.value = resolve(o.value);
-    for (ir::Update &u : g.updates())
-      if (u.value)
-        u.value = resolve(u.value);
+    g.remapResults(resolve);
     if (!merged.empty())
       g.eraseOpsIf([&](const Op &op) { return merged.count(&op) != 0; });
     return success();

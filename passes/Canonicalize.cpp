@@ -286,39 +286,22 @@ Value *simplifyTranspose(Rewriter &rw) {
   return rw.create(OpKind::Transpose, {x}, ir::Attrs{{"perm", composed}});
 }
 
-// reshape(x) to x's own shape -> x; reshape(reshape(x)) -> reshape(x).
-Value *simplifyReshape(Rewriter &rw) {
+// reshape or broadcast of x to x's own shape -> x; reshape(reshape(x)) ->
+// reshape(x); broadcast(broadcast(x)) -> broadcast(x) (NumPy broadcasting
+// composes). Both ops are fully described by their result shape.
+Value *simplifyShapeChain(Rewriter &rw) {
   Op &op = rw.op();
   Value *operand = op.operand(0);
   if (operand->type() == op.type())
     return operand;
-  Op *inner = operandDef(op, 0, OpKind::Reshape);
+  Op *inner = operandDef(op, 0, op.kind());
   if (!inner)
     return nullptr;
   Value *x = inner->operand(0);
   if (x->type() == op.type())
     return x;
   return rw.create(
-      OpKind::Reshape, {x},
-      ir::Attrs{{"shape", std::vector<int64_t>(op.type().shape.begin(),
-                                               op.type().shape.end())}});
-}
-
-// broadcast(x) to x's own shape -> x; broadcast(broadcast(x)) ->
-// broadcast(x) (NumPy broadcasting composes).
-Value *simplifyBroadcast(Rewriter &rw) {
-  Op &op = rw.op();
-  Value *operand = op.operand(0);
-  if (operand->type() == op.type())
-    return operand;
-  Op *inner = operandDef(op, 0, OpKind::Broadcast);
-  if (!inner)
-    return nullptr;
-  Value *x = inner->operand(0);
-  if (x->type() == op.type())
-    return x;
-  return rw.create(
-      OpKind::Broadcast, {x},
+      op.kind(), {x},
       ir::Attrs{{"shape", std::vector<int64_t>(op.type().shape.begin(),
                                                op.type().shape.end())}});
 }
@@ -387,8 +370,8 @@ const Rule kRules[] = {
     {OpKind::Sigmoid, "fold-constants", foldConstants},
     {OpKind::Cast, "fold-constants", foldConstants},
     {OpKind::Transpose, "transpose", simplifyTranspose},
-    {OpKind::Reshape, "reshape", simplifyReshape},
-    {OpKind::Broadcast, "broadcast", simplifyBroadcast},
+    {OpKind::Reshape, "reshape", simplifyShapeChain},
+    {OpKind::Broadcast, "broadcast", simplifyShapeChain},
     {OpKind::Neg, "neg-neg", simplifyNeg},
     {OpKind::Dropout, "dropout-zero", simplifyDropout},
     {OpKind::Add, "add-zero", simplifyAdd},
@@ -465,12 +448,7 @@ private:
         break;
       }
     }
-    for (ir::Output &o : g.outputs())
-      if (o.value)
-        o.value = resolve(o.value);
-    for (ir::Update &u : g.updates())
-      if (u.value)
-        u.value = resolve(u.value);
+    g.remapResults(resolve);
     eraseNewlyDead(g, initiallyDead);
     return changed;
   }
