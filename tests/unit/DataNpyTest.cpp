@@ -101,6 +101,19 @@ TEST_CASE("npy: headers of versions 1, 2 and 3 and Python's spellings") {
   CHECK(widened.get(0) == 1.0);
 }
 
+TEST_CASE("npy: a header too long for version 1.0 is written as 2.0") {
+  std::vector<int64_t> shape(25000, 1); // "1, " x 25000 > 65535 bytes
+  shape[0] = 2;
+  std::string file = encodeNpy(NpyDType::F32, shape, f32Bytes({7, 8}));
+  CHECK(file[6] == 2);
+  CHECK(file.size() % 64 == 8); // header 64-aligned, then 8 data bytes
+  llvm::Expected<NpyArray> a = parseBytes(file);
+  REQUIRE(errorText(a) == "");
+  CHECK(a->shape.size() == 25000);
+  CHECK(a->numel() == 2);
+  CHECK(encodeNpy(NpyDType::F32, {2}, f32Bytes({7, 8}))[6] == 1);
+}
+
 TEST_CASE("npy: exact conversions only") {
   CHECK(npyConvertsExactly(NpyDType::U8, ir::DType::I32));
   CHECK(npyConvertsExactly(NpyDType::F32, ir::DType::F64));
