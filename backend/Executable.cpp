@@ -9,6 +9,7 @@
 
 #include "ir/Printer.h"
 #include "ir/TextParser.h"
+#include "support/AtomicFile.h"
 #include "support/Random.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -18,9 +19,6 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/raw_ostream.h"
-
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <numeric>
 #include <sstream>
@@ -229,52 +227,10 @@ LogicalResult checkExecutable(const Executable &exe, llvm::StringRef what,
 LogicalResult writeExecutableFile(const Executable &exe, llvm::StringRef path,
                                   DiagnosticEngine &diag) {
   std::string text = serializeExecutable(exe);
-  llvm::SmallString<256> dir(path);
-  llvm::sys::path::remove_filename(dir);
-  if (dir.empty())
-    dir = ".";
-  llvm::SmallString<256> model(dir);
-  llvm::sys::path::append(model,
-                          llvm::sys::path::filename(path) + ".tmp-%%%%%%");
-  int fd = -1;
-  llvm::SmallString<256> tmp;
-  if (auto ec = llvm::sys::fs::createUniqueFile(model, fd, tmp)) {
-    diag.error("cannot write '" + path + "': " + ec.message());
+  if (llvm::Error err = writeFileAtomically(
+          path, [&](FileSink &sink) { return sink.write(text); })) {
+    diag.error(llvm::toString(std::move(err)));
     return failure();
-  }
-  const char *p = text.data();
-  size_t left = text.size();
-  bool ok = true;
-  while (left > 0) {
-    ssize_t w = ::write(fd, p, left);
-    if (w < 0) {
-      if (errno == EINTR)
-        continue;
-      ok = false;
-      break;
-    }
-    p += w;
-    left -= static_cast<size_t>(w);
-  }
-  if (ok && ::fsync(fd) != 0)
-    ok = false;
-  int err = errno;
-  ::close(fd);
-  if (!ok) {
-    llvm::sys::fs::remove(tmp);
-    diag.error("cannot write '" + path + "': " + std::strerror(err));
-    return failure();
-  }
-  if (auto ec = llvm::sys::fs::rename(tmp, path)) {
-    llvm::sys::fs::remove(tmp);
-    diag.error("cannot write '" + path + "': " + ec.message());
-    return failure();
-  }
-  // Make the rename itself durable.
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
   }
   return success();
 }

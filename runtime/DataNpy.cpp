@@ -1,6 +1,6 @@
 #include "runtime/DataNpy.h"
 
-#include "runtime/AtomicFile.h"
+#include "support/AtomicFile.h"
 
 #include "llvm/ADT/StringExtras.h"
 

@@ -1,6 +1,6 @@
 #include "runtime/SafeTensors.h"
 
-#include "runtime/AtomicFile.h"
+#include "support/AtomicFile.h"
 
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"

@@ -1,6 +1,6 @@
 #include "DataTestSupport.h"
 
-#include "runtime/AtomicFile.h"
+#include "support/AtomicFile.h"
 #include "runtime/Checkpoint.h"
 
 #include <doctest/doctest.h>

@@ -2,6 +2,7 @@
 
 #include "ir/Printer.h"
 #include "passes/PassManager.h"
+#include "support/AtomicFile.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -90,51 +91,9 @@ int emitModule(const ir::Module &module, const ParsedArgs &args,
     return kSuccess;
   }
   std::string text = ir::printModuleToString(module, printOptions);
-  // Devices and pipes (-o /dev/null) are written in place; only regular
-  // files are replaced through a rename.
-  llvm::sys::fs::file_status status;
-  if (!llvm::sys::fs::status(path, status) &&
-      llvm::sys::fs::exists(status) &&
-      !llvm::sys::fs::is_regular_file(status)) {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(path, ec);
-    if (!ec) {
-      os << text;
-      os.flush();
-    }
-    if (ec || os.has_error()) {
-      diag.error("cannot write '" + path + "': " +
-                 (ec ? ec : os.error()).message());
-      os.clear_error();
-      return kUserError;
-    }
-    return kSuccess;
-  }
-  // Write beside the target and rename: the old file stays whole until the
-  // new one is complete.
-  llvm::SmallString<256> tmp;
-  int fd = -1;
-  llvm::StringRef dir = llvm::sys::path::parent_path(path);
-  llvm::SmallString<256> model(dir.empty() ? "." : dir);
-  llvm::sys::path::append(model, ".mgc-%%%%%%.tmp");
-  if (auto ec = llvm::sys::fs::createUniqueFile(model, fd, tmp)) {
-    diag.error("cannot write '" + path + "': " + ec.message());
-    return kUserError;
-  }
-  {
-    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
-    os << text;
-    os.flush();
-    if (os.has_error()) {
-      diag.error("cannot write '" + path + "': " + os.error().message());
-      os.clear_error();
-      llvm::sys::fs::remove(tmp);
-      return kUserError;
-    }
-  }
-  if (auto ec = llvm::sys::fs::rename(tmp, path)) {
-    diag.error("cannot write '" + path + "': " + ec.message());
-    llvm::sys::fs::remove(tmp);
+  if (llvm::Error err = writeFileAtomically(
+          path, [&](FileSink &sink) { return sink.write(text); })) {
+    diag.error(llvm::toString(std::move(err)));
     return kUserError;
   }
   return kSuccess;

@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-namespace mgc::runtime {
+namespace mgc {
 
 // Where the content of an atomically written file goes: an open descriptor
 // of the temporary file.
@@ -28,9 +28,10 @@ private:
 // folder receives the content from `fill`, is flushed to disk (fsync), then
 // renamed over `path`, and the folder is fsynced so the rename itself is
 // durable. If `fill` fails, or any step fails, the temporary file is removed
-// and `path` is untouched. Errors name `path` and the reason.
+// and `path` is untouched. Errors name `path` and the reason. A target that
+// exists and is a device or a pipe (/dev/null) is written in place.
 llvm::Error
 writeFileAtomically(llvm::StringRef path,
                     llvm::function_ref<llvm::Error(FileSink &)> fill);
 
-} // namespace mgc::runtime
+} // namespace mgc

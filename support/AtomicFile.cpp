@@ -1,4 +1,4 @@
-#include "runtime/AtomicFile.h"
+#include "support/AtomicFile.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
@@ -10,7 +10,7 @@
 #include <system_error>
 #include <unistd.h>
 
-namespace mgc::runtime {
+namespace mgc {
 
 static llvm::Error errnoError(llvm::StringRef path, llvm::StringRef what,
                               int err) {
@@ -42,6 +42,20 @@ llvm::Error FileSink::write(llvm::StringRef bytes) {
 llvm::Error
 writeFileAtomically(llvm::StringRef path,
                     llvm::function_ref<llvm::Error(FileSink &)> fill) {
+  // A device or a pipe (-o /dev/null, -o /dev/stdout) cannot be replaced by
+  // a rename, and there is nothing to keep whole: write it in place.
+  llvm::sys::fs::file_status status;
+  if (!llvm::sys::fs::status(path, status) && llvm::sys::fs::exists(status) &&
+      !llvm::sys::fs::is_regular_file(status) &&
+      !llvm::sys::fs::is_directory(status)) {
+    int fd = ::open(path.str().c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+      return errnoError(path, "open", errno);
+    FileSink sink(fd);
+    llvm::Error err = fill(sink);
+    ::close(fd);
+    return err;
+  }
   llvm::StringRef dir = llvm::sys::path::parent_path(path);
   llvm::SmallString<256> dirPath(dir.empty() ? "." : dir);
   llvm::SmallString<256> model(path);
@@ -89,4 +103,4 @@ writeFileAtomically(llvm::StringRef path,
   return llvm::Error::success();
 }
 
-} // namespace mgc::runtime
+} // namespace mgc
