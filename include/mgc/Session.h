@@ -11,6 +11,8 @@
 // embedding program needs nothing but find_package(mgc).
 #pragma once
 
+#include "mgc/Export.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -24,11 +26,11 @@
 namespace mgc {
 
 enum class DType { F32, BF16, F16, F64, I32, I64 };
-const char *dtypeName(DType dtype); // "f32"
-size_t dtypeSize(DType dtype);
+MGC_API const char *dtypeName(DType dtype); // "f32"
+MGC_API size_t dtypeSize(DType dtype);
 
 // A dense, row-major host tensor that owns its bytes (bf16/f16 as 16 bits).
-class Tensor {
+class MGC_API Tensor {
 public:
   Tensor() = default;
   static Tensor zeros(DType dtype, std::vector<int64_t> shape);
@@ -114,7 +116,7 @@ struct StepResult {
   std::map<std::string, double> metrics;
 };
 
-class Session {
+class MGC_API Session {
 public:
   // From a model file (.mg) or a compiled executable (.mgx, see
   // docs/executable.md).

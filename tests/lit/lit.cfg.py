@@ -18,3 +18,9 @@ config.substitutions.append(("%mgc_src", config.mgc_src_root))
 config.substitutions.append(("%samples", os.path.join(config.mgc_src_root, "samples")))
 # Diagnostics must not depend on the terminal.
 config.environment["TERM"] = "dumb"
+
+# The build folder (for tests that install from it), and whether the shared
+# executor library was built there (a build of only the mgc tool lacks it).
+config.substitutions.append(("%mgc_obj", config.mgc_obj_root))
+if os.path.exists(os.path.join(config.mgc_obj_root, "runtime", "session", "libmgc.so")):
+    config.available_features.add("libmgc")

@@ -4,6 +4,7 @@
 #include "backend/Executable.h"
 #include "backend/cpu/Kernels.h"
 #include "frontend/Frontend.h"
+#include "runtime/session/Pipeline.h"
 
 #include "llvm/Support/raw_ostream.h"
 
@@ -23,8 +24,9 @@ const CommandSpec &compileSpec() {
          true},
         {"--emit",
          "KIND",
-         "what to write: ir (the IR text) or exe (an executable; the "
-         "default when -o names a .mgx file)",
+         "what to write: ir (the IR text) or exe (an executable: the "
+         "training step when the model has a loss, unless --passes is "
+         "given; the default when -o names a .mgx file)",
          false,
          {"ir", "exe"}},
         {"--no-warnings", "", "do not print warnings"},
@@ -61,16 +63,26 @@ int runCompile(llvm::ArrayRef<std::string> rawArgs) {
   auto module = frontend::compileModelFile(args->positionals[0], options, diag);
   if (!module || diag.hasErrors())
     return kUserError;
-  if (int rc = runPassPipeline(*module, *args, diag))
-    return rc;
   std::string out = args->get("-o", "-");
   bool exe = args->has("--emit") ? args->get("--emit", "ir") == "exe"
                                  : llvm::StringRef(out).endswith(".mgx");
-  if (!exe)
-    return emitModule(*module, *args, diag);
-  // The scheduled program with its memory plan for the CPU backend.
-  auto executable =
-      backend::buildExecutable(std::move(module), backend::cpu::scratchBytes);
+  std::unique_ptr<backend::Executable> executable;
+  if (exe && !args->has("--passes")) {
+    // The program a session runs: the training step when the model has a
+    // loss (the same function builds it for the executor library).
+    auto exes = session::buildModelExecutables(std::move(module), diag);
+    if (exes.failed())
+      return kUserError;
+    executable = exes->step ? std::move(exes->step) : std::move(exes->forward);
+  } else {
+    if (int rc = runPassPipeline(*module, *args, diag))
+      return rc;
+    if (!exe)
+      return emitModule(*module, *args, diag);
+    // The scheduled program with its memory plan for the CPU backend.
+    executable = backend::buildExecutable(std::move(module),
+                                          backend::cpu::scratchBytes);
+  }
   if (out == "-") {
     llvm::outs() << backend::serializeExecutable(*executable);
     return kSuccess;

@@ -1,0 +1,213 @@
+// The standard pipeline from a model to its executables, the training
+// overrides and the model hash.
+#include "runtime/session/Pipeline.h"
+
+#include "backend/cpu/Kernels.h"
+#include "ir/Printer.h"
+#include "ir/TextParser.h"
+#include "passes/Optimizer.h"
+#include "passes/PassManager.h"
+#include "runtime/Checkpoint.h"
+
+#include "llvm/ADT/StringExtras.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
+namespace mgc::session {
+
+namespace {
+
+enum class SettingKind { Number, Integer, Word, Bool };
+
+struct Setting {
+  const char *key;
+  SettingKind kind;
+};
+
+// The train.* settings of docs/training.md and the type each is read as.
+constexpr Setting kSettings[] = {
+    {"optimizer", SettingKind::Word},
+    {"lr", SettingKind::Number},
+    {"momentum", SettingKind::Number},
+    {"beta1", SettingKind::Number},
+    {"beta2", SettingKind::Number},
+    {"eps", SettingKind::Number},
+    {"weight_decay", SettingKind::Number},
+    {"schedule", SettingKind::Word},
+    {"warmup_steps", SettingKind::Integer},
+    {"steps", SettingKind::Integer},
+    {"min_lr", SettingKind::Number},
+    {"clip_grad_norm", SettingKind::Number},
+    {"keep_gradients", SettingKind::Bool},
+    {"seed", SettingKind::Integer},
+};
+
+std::optional<double> parseNumber(const std::string &text) {
+  if (text.empty() || std::isspace(static_cast<unsigned char>(text[0])))
+    return std::nullopt;
+  errno = 0;
+  char *end = nullptr;
+  double d = std::strtod(text.c_str(), &end);
+  if (end != text.c_str() + text.size() || errno == ERANGE || !std::isfinite(d))
+    return std::nullopt;
+  return d;
+}
+
+} // namespace
+
+LogicalResult
+applyTrainOverrides(ir::Module &module,
+                    const std::map<std::string, std::string> &train,
+                    DiagnosticEngine &diag) {
+  bool ok = true;
+  for (const auto &[key, text] : train) {
+    const Setting *setting = nullptr;
+    for (const Setting &s : kSettings)
+      if (key == s.key)
+        setting = &s;
+    if (!setting) {
+      std::string msg = "unknown training setting '" + key + "'";
+      llvm::StringRef best;
+      unsigned bestDistance = 3;
+      for (const Setting &s : kSettings) {
+        unsigned d =
+            llvm::StringRef(key).edit_distance(s.key, true, bestDistance);
+        if (d < bestDistance) {
+          best = s.key;
+          bestDistance = d;
+        }
+      }
+      if (!best.empty())
+        msg += "; did you mean '" + best.str() + "'?";
+      diag.error(msg);
+      ok = false;
+      continue;
+    }
+    std::string name = "train." + key;
+    auto bad = [&](const char *expected) {
+      diag.error("invalid value '" + text + "' for training setting '" + key +
+                 "': expected " + expected);
+      ok = false;
+    };
+    switch (setting->kind) {
+    case SettingKind::Word:
+      if (text.empty())
+        bad("a word");
+      else
+        module.attrs().set(name, text);
+      break;
+    case SettingKind::Number:
+      if (auto d = parseNumber(text))
+        module.attrs().set(name, *d);
+      else
+        bad("a number");
+      break;
+    case SettingKind::Integer: {
+      int64_t n = 0;
+      if (llvm::StringRef(text).getAsInteger(10, n))
+        bad("an integer");
+      else
+        module.attrs().set(name, n);
+      break;
+    }
+    case SettingKind::Bool:
+      if (text == "true" || text == "1")
+        module.attrs().set(name, true);
+      else if (text == "false" || text == "0")
+        module.attrs().set(name, false);
+      else
+        bad("true or false");
+      break;
+    }
+  }
+  return ok ? success() : failure();
+}
+
+std::string modelHash(const ir::Module &module) {
+  // The first line of the text form holds the module's name and attributes:
+  // rebuild it without train.* (and without the hash itself) so that the
+  // training settings do not change the model's identity.
+  std::string text = ir::printModuleToString(module);
+  size_t eol = text.find('\n');
+  std::string body = eol == std::string::npos ? "" : text.substr(eol);
+  std::string header = "module @" + module.name();
+  for (const auto &[name, value] : module.attrs().entries())
+    if (!llvm::StringRef(name).startswith("train.") && name != kModelHashAttr)
+      header += " " + name + "=" + ir::formatAttrValue(value);
+  return runtime::hashModelSource(header + body);
+}
+
+std::string executableModelHash(const ir::Module &module) {
+  if (const ir::AttrValue *v = module.attrs().find(kModelHashAttr))
+    if (auto *s = std::get_if<std::string>(v))
+      return *s;
+  return modelHash(module);
+}
+
+std::unique_ptr<ir::Module> cloneModule(const ir::Module &module,
+                                        DiagnosticEngine &diag) {
+  ir::PrintOptions options;
+  options.locations = true;
+  std::string text = ir::printModuleToString(module, options);
+  return ir::parseModuleText("<module copy>", text, diag);
+}
+
+static LogicalResult runPipeline(ir::Module &module, const char *pipeline,
+                                 DiagnosticEngine &diag) {
+  passes::PassManagerOptions options;
+  options.verifyEach = true;
+  passes::PassManager pm(options);
+  if (failed(pm.parsePipeline(pipeline, diag)))
+    return failure();
+  return pm.run(module, diag);
+}
+
+FailureOr<ModelExecutables>
+buildModelExecutables(std::unique_ptr<ir::Module> module,
+                      DiagnosticEngine &diag) {
+  module->attrs().set(kModelHashAttr, modelHash(*module));
+  ModelExecutables result;
+  if (module->graph().lossOutput()) {
+    // Check the settings first so that a bad one is reported as such, not
+    // after the cost of differentiating.
+    if (passes::readOptimizerConfig(module->attrs(), diag).failed())
+      return failure();
+    auto step = cloneModule(*module, diag);
+    if (!step || failed(runPipeline(*step, kTrainingPipeline, diag)))
+      return failure();
+    result.step =
+        backend::buildExecutable(std::move(step), backend::cpu::scratchBytes);
+  }
+  if (failed(runPipeline(*module, kForwardPipeline, diag)))
+    return failure();
+  result.forward =
+      backend::buildExecutable(std::move(module), backend::cpu::scratchBytes);
+  return result;
+}
+
+std::unique_ptr<backend::Executable> forwardFromStep(const ir::Module &step,
+                                                     DiagnosticEngine &diag) {
+  auto module = cloneModule(step, diag);
+  if (!module)
+    return nullptr;
+  ir::Graph &g = module->graph();
+  g.updates().clear();
+  auto &outs = g.outputs();
+  outs.erase(std::remove_if(outs.begin(), outs.end(),
+                            [](const ir::Output &o) {
+                              llvm::StringRef n(o.name);
+                              return n == passes::kLROutputName ||
+                                     n == passes::kGradNormOutputName ||
+                                     n.startswith("grad.");
+                            }),
+             outs.end());
+  if (failed(runPipeline(*module, "dce", diag)))
+    return nullptr;
+  return backend::buildExecutable(std::move(module),
+                                  backend::cpu::scratchBytes);
+}
+
+} // namespace mgc::session

@@ -1,0 +1,67 @@
+// The standard way a model becomes executables: the training step (when the
+// model has a loss) through the pipeline autodiff,optimizer,canonicalize,
+// cse,dce, and a forward-only program for inference. Used by the executor
+// library (Session) and by `mgc compile --emit=exe`, so both make the same
+// program from the same model.
+#pragma once
+
+#include "backend/Executable.h"
+#include "ir/Graph.h"
+#include "support/Diagnostics.h"
+#include "support/Result.h"
+
+#include <map>
+#include <memory>
+#include <string>
+
+namespace mgc::session {
+
+inline constexpr const char *kTrainingPipeline =
+    "autodiff,optimizer,canonicalize,cse,dce";
+inline constexpr const char *kForwardPipeline = "canonicalize,cse,dce";
+// Module attribute that carries the model's identity into executables (a
+// SHA-256, see modelHash), so checkpoints can be matched to their model.
+inline constexpr const char *kModelHashAttr = "model.hash";
+
+// Sets the module's `train.<key>` attributes from textual overrides
+// ({"lr", "3e-4"}, {"optimizer", "sgd"}), converting each value to the type
+// the optimizer pass reads (numbers, integers, words, booleans). Reports an
+// unknown key or a malformed value naming the key, and fails.
+LogicalResult
+applyTrainOverrides(ir::Module &module,
+                    const std::map<std::string, std::string> &train,
+                    DiagnosticEngine &diag);
+
+// SHA-256 (hex) of the module's IR text without locations and without its
+// train.* attributes: the same model (file, defines) gives the same hash
+// whatever its comments, layout or training settings.
+std::string modelHash(const ir::Module &module);
+
+// The hash an executable's module carries (kModelHashAttr), or, for one
+// built without it, the hash of its module text.
+std::string executableModelHash(const ir::Module &module);
+
+// A copy of a module (through its text form, locations kept).
+std::unique_ptr<ir::Module> cloneModule(const ir::Module &module,
+                                        DiagnosticEngine &diag);
+
+struct ModelExecutables {
+  // Null when the model has no loss output.
+  std::unique_ptr<backend::Executable> step;
+  std::unique_ptr<backend::Executable> forward;
+};
+
+// Takes the frontend's module (train overrides already applied) and builds
+// both executables for the CPU backend. Reports and fails on any error of
+// the passes (bad training settings among them).
+FailureOr<ModelExecutables>
+buildModelExecutables(std::unique_ptr<ir::Module> module,
+                      DiagnosticEngine &diag);
+
+// The forward program of a training step: the step module without its
+// updates and its optimizer outputs (lr, grad_norm, grad.*), pruned by dce.
+// Lets a session loaded from a step executable serve forward().
+std::unique_ptr<backend::Executable> forwardFromStep(const ir::Module &step,
+                                                     DiagnosticEngine &diag);
+
+} // namespace mgc::session

@@ -1,0 +1,310 @@
+// mgc::Session: creation from a model file or an executable, feeding
+// inputs, training steps, forward runs and parameter access on the CPU
+// backend.
+#include "runtime/session/SessionImpl.h"
+
+#include "frontend/Frontend.h"
+#include "ir/Interpreter.h"
+#include "passes/Optimizer.h"
+#include "runtime/session/Pipeline.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace mgc {
+
+static_assert(static_cast<int>(DType::I64) ==
+                      static_cast<int>(ir::DType::I64) &&
+                  static_cast<int>(DType::BF16) ==
+                      static_cast<int>(ir::DType::BF16),
+              "the public dtypes mirror ir::DType");
+
+ir::DType toIR(DType dtype) { return static_cast<ir::DType>(dtype); }
+DType fromIR(ir::DType dtype) { return static_cast<DType>(dtype); }
+
+std::string typeString(DType dtype, const std::vector<int64_t> &shape) {
+  return std::string(dtypeName(dtype)) + ir::shapeStr(shape);
+}
+
+runtime::Tensor toRuntime(const Tensor &t) {
+  runtime::Tensor r(ir::TensorType(toIR(t.dtype()), t.shape()));
+  if (r.nbytes() == t.nbytes() && r.nbytes() > 0)
+    std::memcpy(r.data(), t.data(), r.nbytes());
+  return r;
+}
+
+Tensor fromRuntime(const runtime::Tensor &t) {
+  Tensor out =
+      Tensor::zeros(fromIR(t.dtype()),
+                    std::vector<int64_t>(t.shape().begin(), t.shape().end()));
+  if (out.nbytes() == t.nbytes() && t.nbytes() > 0)
+    std::memcpy(out.data(), t.data(), t.nbytes());
+  return out;
+}
+
+DiagnosticCollector::DiagnosticCollector(const Session::Impl *impl) {
+  if (impl && !impl->sourceText.empty())
+    diag_.addSource(impl->sourceName, impl->sourceText);
+}
+
+Status DiagnosticCollector::status() {
+  os_.flush();
+  std::string message = text_;
+  while (!message.empty() && message.back() == '\n')
+    message.pop_back();
+  if (message.empty())
+    message = "error: the operation failed";
+  return Status::error(message);
+}
+
+const ir::Value *session::findArgument(const Session::Impl &impl,
+                                       const std::string &name,
+                                       ir::ValueKind kind) {
+  const ir::Value *v = impl.main->graph().findArgument(name);
+  return v && v->kind() == kind ? v : nullptr;
+}
+
+int64_t session::stepCount(const Session::Impl &impl) {
+  auto it = impl.persistent.find(passes::kStepStateName);
+  if (it == impl.persistent.end() || it->second.numel() != 1)
+    return 0;
+  return static_cast<int64_t>(it->second.get(0));
+}
+
+Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Session::~Session() = default;
+
+namespace {
+
+bool looksLikeExecutable(const std::string &path) {
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer)
+    return llvm::StringRef(path).endswith(".mgx");
+  return (*buffer)->getBuffer().startswith("mgx ");
+}
+
+std::vector<TensorInfo> infos(const ir::Module &m, ir::ValueKind kind) {
+  std::vector<TensorInfo> out;
+  for (const auto &arg : m.graph().arguments())
+    if (arg->kind() == kind)
+      out.push_back({arg->name(), fromIR(arg->type().dtype),
+                     std::vector<int64_t>(arg->type().shape.begin(),
+                                          arg->type().shape.end())});
+  return out;
+}
+
+std::string listNames(const ir::Module &m, ir::ValueKind kind) {
+  std::vector<std::string> names;
+  for (const auto &arg : m.graph().arguments())
+    if (arg->kind() == kind)
+      names.push_back(arg->name());
+  return names.empty() ? "none" : llvm::join(names, ", ");
+}
+
+// Arguments for running `exe`: the fed inputs and the persistent tensors.
+// Reports inputs that were never fed.
+FailureOr<backend::cpu::NamedTensors>
+gatherArguments(const backend::Executable &exe, const Session::Impl &impl,
+                DiagnosticEngine &diag) {
+  backend::cpu::NamedTensors args;
+  bool ok = true;
+  for (const auto &arg : exe.module->graph().arguments()) {
+    const auto &source =
+        arg->kind() == ir::ValueKind::Input ? impl.fed : impl.persistent;
+    auto it = source.find(arg->name());
+    if (it == source.end()) {
+      diag.error("input '" + arg->name() + "' (" + arg->type().str() +
+                 ") has not been fed");
+      ok = false;
+      continue;
+    }
+    args.emplace(arg->name(), it->second);
+  }
+  if (!ok)
+    return failure();
+  return args;
+}
+
+} // namespace
+
+Result<std::unique_ptr<Session>>
+Session::create(const std::string &path, const SessionOptions &options) {
+  auto impl = std::make_unique<Impl>();
+  impl->seed = options.seed;
+  DiagnosticCollector c;
+  DiagnosticEngine &diag = c.diag();
+  if (looksLikeExecutable(path)) {
+    if (!options.defines.empty() || !options.train.empty()) {
+      diag.error("'" + path +
+                 "' is a compiled executable: defines and training settings "
+                 "apply to model files (.mg) only");
+      return c.status();
+    }
+    auto exe = backend::readExecutableFile(path, diag);
+    if (!exe)
+      return c.status();
+    impl->modelHash = session::executableModelHash(*exe->module);
+    if (!exe->module->graph().updates().empty()) {
+      if (!exe->module->graph().lossOutput()) {
+        diag.error("'" + path + "' has updates but no loss output");
+        return c.status();
+      }
+      impl->forwardExe = session::forwardFromStep(*exe->module, diag);
+      if (!impl->forwardExe)
+        return c.status();
+      impl->stepExe = std::move(exe);
+    } else {
+      impl->forwardExe = std::move(exe);
+    }
+  } else {
+    frontend::CompileOptions compile;
+    compile.defines = options.defines;
+    compile.warnUnused = false;
+    auto module = frontend::compileModelFile(path, compile, diag);
+    if (!module || diag.hasErrors())
+      return c.status();
+    impl->sourceName = path;
+    impl->sourceText = diag.sourceText(path).str();
+    if (failed(session::applyTrainOverrides(*module, options.train, diag)))
+      return c.status();
+    auto exes = session::buildModelExecutables(std::move(module), diag);
+    if (exes.failed())
+      return c.status();
+    impl->stepExe = std::move(exes->step);
+    impl->forwardExe = std::move(exes->forward);
+    impl->modelHash = session::executableModelHash(*impl->forwardExe->module);
+  }
+
+  backend::cpu::CpuOptions cpu;
+  cpu.threads =
+      options.threads > 0 ? static_cast<unsigned>(options.threads) : 0;
+  if (impl->stepExe) {
+    impl->stepRunner =
+        backend::cpu::CpuExecutor::create(*impl->stepExe, cpu, diag);
+    if (!impl->stepRunner)
+      return c.status();
+    impl->main = impl->stepExe->module.get();
+    if (const ir::AttrValue *v = impl->main->attrs().find("train.optimizer"))
+      if (auto *s = std::get_if<std::string>(v))
+        impl->optimizer = *s;
+    if (impl->optimizer.empty())
+      impl->optimizer = "adamw"; // the optimizer pass's default
+  } else {
+    impl->main = impl->forwardExe->module.get();
+  }
+  impl->forwardRunner =
+      backend::cpu::CpuExecutor::create(*impl->forwardExe, cpu, diag);
+  if (!impl->forwardRunner)
+    return c.status();
+
+  // Parameters and state from their initialisers, as every backend does.
+  for (const auto &arg : impl->main->graph().arguments())
+    if (arg->isPersistent())
+      impl->persistent.emplace(
+          arg->name(),
+          runtime::Tensor::fromHost(ir::initParameter(*arg, options.seed)));
+  return std::unique_ptr<Session>(new Session(std::move(impl)));
+}
+
+std::vector<TensorInfo> Session::inputs() const {
+  return infos(*impl_->main, ir::ValueKind::Input);
+}
+
+std::vector<TensorInfo> Session::parameters() const {
+  return infos(*impl_->main, ir::ValueKind::Param);
+}
+
+Status Session::feed(const std::string &input, Tensor value) {
+  const ir::Value *v =
+      session::findArgument(*impl_, input, ir::ValueKind::Input);
+  if (!v) {
+    std::string why = session::findArgument(*impl_, input, ir::ValueKind::Param)
+                          ? "'" + input +
+                                "' is a parameter, not an input "
+                                "(use setParameter)"
+                          : "the model has no input '" + input + "'";
+    return Status::error("error: cannot feed '" + input + "': " + why +
+                         "; its inputs are " +
+                         listNames(*impl_->main, ir::ValueKind::Input));
+  }
+  std::string want = v->type().str();
+  std::string got = typeString(value.dtype(), value.shape());
+  if (want != got)
+    return Status::error("error: input '" + input + "' expects " + want +
+                         ", got " + got);
+  impl_->fed.insert_or_assign(input, toRuntime(value));
+  return Status::ok();
+}
+
+Result<StepResult> Session::step() {
+  if (!impl_->stepRunner)
+    return Status::error(
+        "error: the model has no training step (it has no loss output, or "
+        "the session was made from a forward-only executable); use forward()");
+  DiagnosticCollector c(impl_.get());
+  auto args = gatherArguments(*impl_->stepExe, *impl_, c.diag());
+  if (args.failed())
+    return c.status();
+  auto run = impl_->stepRunner->run(*args, c.diag());
+  if (run.failed())
+    return c.status();
+  for (auto &[name, t] : run->updates)
+    impl_->persistent.insert_or_assign(name, std::move(t));
+  StepResult result;
+  result.step = session::stepCount(*impl_);
+  const ir::Output *loss = impl_->main->graph().lossOutput();
+  for (const auto &[name, t] : run->outputs) {
+    if (t.numel() != 1 || !t.shape().empty())
+      continue;
+    if (loss && name == loss->name)
+      result.loss = t.get(0);
+    else
+      result.metrics[name] = t.get(0);
+  }
+  return result;
+}
+
+Result<std::map<std::string, Tensor>> Session::forward() {
+  DiagnosticCollector c(impl_.get());
+  auto args = gatherArguments(*impl_->forwardExe, *impl_, c.diag());
+  if (args.failed())
+    return c.status();
+  auto run = impl_->forwardRunner->run(*args, c.diag());
+  if (run.failed())
+    return c.status();
+  std::map<std::string, Tensor> out;
+  for (const auto &[name, t] : run->outputs)
+    out.emplace(name, fromRuntime(t));
+  return out;
+}
+
+Result<Tensor> Session::parameter(const std::string &name) const {
+  if (!session::findArgument(*impl_, name, ir::ValueKind::Param))
+    return Status::error("error: the model has no parameter '" + name +
+                         "'; its parameters are " +
+                         listNames(*impl_->main, ir::ValueKind::Param));
+  return fromRuntime(impl_->persistent.at(name));
+}
+
+Status Session::setParameter(const std::string &name, const Tensor &value) {
+  const ir::Value *v =
+      session::findArgument(*impl_, name, ir::ValueKind::Param);
+  if (!v)
+    return Status::error("error: the model has no parameter '" + name +
+                         "'; its parameters are " +
+                         listNames(*impl_->main, ir::ValueKind::Param));
+  std::string want = v->type().str();
+  std::string got = typeString(value.dtype(), value.shape());
+  if (want != got)
+    return Status::error("error: parameter '" + name + "' is " + want +
+                         ", got " + got);
+  impl_->persistent.insert_or_assign(name, toRuntime(value));
+  return Status::ok();
+}
+
+int64_t Session::stepCount() const { return session::stepCount(*impl_); }
+
+} // namespace mgc

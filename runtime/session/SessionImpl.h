@@ -1,0 +1,66 @@
+// The state behind mgc::Session: the executables, their CPU executors, the
+// parameters and optimizer state between steps, and the fed inputs. Shared
+// by the session's files (creation and steps; checkpoints).
+#pragma once
+
+#include "mgc/Session.h"
+
+#include "backend/Executable.h"
+#include "backend/cpu/CpuExecutor.h"
+#include "support/Diagnostics.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+#include <memory>
+#include <string>
+
+namespace mgc {
+
+struct Session::Impl {
+  // The training step (null for a model without a loss) and the forward
+  // program.
+  std::unique_ptr<backend::Executable> stepExe, forwardExe;
+  std::unique_ptr<backend::cpu::CpuExecutor> stepRunner, forwardRunner;
+  // The program whose arguments define the session: the step if there is
+  // one, else the forward program.
+  const ir::Module *main = nullptr;
+  std::string modelHash;
+  std::string optimizer; // "" without a training step
+  uint64_t seed = 0;
+  // Model source, so that diagnostics show the line and a caret.
+  std::string sourceName, sourceText;
+  // Every parameter and state tensor, and the fed inputs, by name.
+  backend::cpu::NamedTensors persistent, fed;
+};
+
+// Free functions rather than members, so that libmgc.so's version script
+// (which exports mgc::Session::*) does not export them.
+namespace session {
+// The argument of the session's program with this name and kind, or null.
+const ir::Value *findArgument(const Session::Impl &impl,
+                              const std::string &name, ir::ValueKind kind);
+// Steps done: the value of the optimizer's step counter (0 without one).
+int64_t stepCount(const Session::Impl &impl);
+} // namespace session
+
+// Collects diagnostics into a string, for a Status.
+class DiagnosticCollector {
+public:
+  explicit DiagnosticCollector(const Session::Impl *impl = nullptr);
+  DiagnosticEngine &diag() { return diag_; }
+  Status status();
+
+private:
+  std::string text_;
+  llvm::raw_string_ostream os_{text_};
+  DiagnosticEngine diag_{os_};
+};
+
+// Type conversions between the public API and the runtime.
+ir::DType toIR(DType dtype);
+DType fromIR(ir::DType dtype);
+std::string typeString(DType dtype, const std::vector<int64_t> &shape);
+runtime::Tensor toRuntime(const Tensor &t);
+Tensor fromRuntime(const runtime::Tensor &t);
+
+} // namespace mgc
