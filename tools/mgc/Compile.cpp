@@ -80,8 +80,8 @@ int runCompile(llvm::ArrayRef<std::string> rawArgs) {
     if (!exe)
       return emitModule(*module, *args, diag);
     // The scheduled program with its memory plan for the CPU backend.
-    executable = backend::buildExecutable(std::move(module),
-                                          backend::cpu::scratchBytes);
+    executable =
+        backend::buildExecutable(std::move(module), backend::cpu::scratchBytes);
   }
   if (out == "-") {
     llvm::outs() << backend::serializeExecutable(*executable);
