@@ -13,9 +13,11 @@ namespace mgc::cli {
 
 int runCompile(llvm::ArrayRef<std::string> args);
 int runOpt(llvm::ArrayRef<std::string> args);
+int runRun(llvm::ArrayRef<std::string> args);
 
 const CommandSpec &compileSpec();
 const CommandSpec &optSpec();
+const CommandSpec &runSpec();
 
 // Options that every command running a pass pipeline accepts (--passes,
 // --print-ir-after, ...), and the code that applies them: one definition

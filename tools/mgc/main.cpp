@@ -20,12 +20,13 @@ struct Command {
 const Command kCommands[] = {
     {"compile", runCompile, compileSpec},
     {"opt", runOpt, optSpec},
+    {"run", runRun, runSpec},
 };
 
 void printToolHelp(llvm::raw_ostream &os) {
   os << "usage: mgc <command> [options]\n\n"
         "mgc compiles neural-network models written in the .mg language to a "
-        "graph IR\nand runs passes on it.\n\ncommands:\n";
+        "graph IR,\nruns passes on it and trains it on the CPU.\n\ncommands:\n";
   for (const Command &c : kCommands)
     os << "  " << llvm::left_justify(c.name, 10) << c.spec().summary.substr(
                                                      0, c.spec().summary.find('\n'))
@@ -56,6 +57,6 @@ int main(int argc, char **argv) {
     if (first == c.name)
       return c.run(llvm::ArrayRef<std::string>(args).drop_front());
   llvm::errs() << "mgc: error: unknown command '" << first
-               << "' (commands: compile, opt; see 'mgc --help')\n";
+               << "' (commands: compile, opt, run; see 'mgc --help')\n";
   return kUsageError;
 }

@@ -1,0 +1,358 @@
+// mgc run: train a model on the CPU with the executor library.
+#include "tools/mgc/Commands.h"
+#include "tools/mgc/RunData.h"
+#include "tools/mgc/RunProgress.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Process.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <mgc/Session.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <unistd.h>
+
+namespace mgc::cli {
+
+namespace {
+
+volatile std::sig_atomic_t gInterrupted = 0;
+
+extern "C" void onInterrupt(int) {
+  gInterrupted = 1;
+  // A second Ctrl-C is not caught: it ends the program at once.
+  std::signal(SIGINT, SIG_DFL);
+}
+
+int errorExit(const std::string &message, int code = kUserError) {
+  // Session messages in the compiler's format already say "error:".
+  if (llvm::StringRef(message).contains("error:"))
+    llvm::errs() << message;
+  else
+    llvm::errs() << "mgc run: error: " << message;
+  if (message.empty() || message.back() != '\n')
+    llvm::errs() << "\n";
+  return code;
+}
+
+int usageError(const std::string &message) {
+  llvm::errs() << "mgc run: error: " << message << "\n";
+  return kUsageError;
+}
+
+// NAME=VALUE with a non-empty name.
+bool splitBinding(const std::string &s, std::string &name, std::string &value) {
+  auto eq = s.find('=');
+  if (eq == std::string::npos || eq == 0)
+    return false;
+  name = s.substr(0, eq);
+  value = s.substr(eq + 1);
+  return true;
+}
+
+bool parseInt(const std::string &s, int64_t min, int64_t &out) {
+  long long v;
+  if (llvm::StringRef(s).getAsInteger(10, v) || v < min)
+    return false;
+  out = v;
+  return true;
+}
+
+bool parseNumber(const std::string &s, double &out) {
+  if (s.empty())
+    return false;
+  char *end = nullptr;
+  out = std::strtod(s.c_str(), &end);
+  return end && *end == '\0' && std::isfinite(out);
+}
+
+// Flags that override the model file's train section: flag -> key.
+struct TrainFlag {
+  const char *flag, *key, *metavar, *help;
+};
+const TrainFlag kTrainFlags[] = {
+    {"--lr", "lr", "X", "peak learning rate (train.lr)"},
+    {"--optimizer", "optimizer", "NAME", "sgd or adamw (train.optimizer)"},
+    {"--momentum", "momentum", "X", "SGD momentum (train.momentum)"},
+    {"--weight-decay", "weight_decay", "X",
+     "weight decay (train.weight_decay)"},
+    {"--beta1", "beta1", "X", "AdamW beta1 (train.beta1)"},
+    {"--beta2", "beta2", "X", "AdamW beta2 (train.beta2)"},
+    {"--eps", "eps", "X", "AdamW epsilon (train.eps)"},
+    {"--schedule", "schedule", "NAME", "constant or cosine (train.schedule)"},
+    {"--warmup", "warmup_steps", "N",
+     "linear warm-up steps (train.warmup_steps)"},
+    {"--min-lr", "min_lr", "X", "final learning rate of cosine (train.min_lr)"},
+    {"--clip-grad-norm", "clip_grad_norm", "X",
+     "clip gradients to this global norm; 0 is off (train.clip_grad_norm)"},
+};
+
+} // namespace
+
+const CommandSpec &runSpec() {
+  static const CommandSpec spec = [] {
+    CommandSpec s;
+    s.name = "run";
+    s.usage = "mgc run MODEL.mg|MODEL.mgx [-D NAME=VALUE]... [--steps N] "
+              "[--seed S]\n"
+              "       [--data NAME=FILE.npy]... [--text FILE | --tokens FILE "
+              "--token-dtype u16|i32]\n"
+              "       [--lr X] [--optimizer sgd|adamw] [--save CKPT] "
+              "[--save-every K]\n"
+              "       [--resume CKPT] [--log-json FILE] [--threads N]";
+    s.summary = "Train a model on the CPU and report the loss.";
+    s.positionalName = "a model file (MODEL.mg or MODEL.mgx)";
+    s.minPositionals = s.maxPositionals = 1;
+    s.options = {
+        {"-D", "NAME=VALUE", "override the constant NAME of the model file",
+         true},
+        {"--steps", "N",
+         "train until step N, counted from the start of training (a "
+         "resumed run continues to N); default: the train section's steps"},
+        {"--seed", "S",
+         "seed of the parameters and the data (default: train.seed, else 0)"},
+        {"--data", "NAME=FILE",
+         "feed input NAME from the rows of a .npy file (every input needs "
+         "one)",
+         true},
+        {"--text", "FILE", "language-model data: any file, one token per byte"},
+        {"--tokens", "FILE",
+         "language-model data: a flat binary file of tokens"},
+        {"--token-dtype",
+         "TYPE",
+         "element type of --tokens (default u16)",
+         false,
+         {"u16", "i32"}},
+        {"--tokens-input", "NAME",
+         "input fed the tokens (default: tokens, else idx)"},
+        {"--targets-input", "NAME",
+         "input fed the next tokens (default: targets)"},
+        {"--positions-input", "NAME",
+         "input fed 0..T-1 (default: pos when the model has it; none: no "
+         "such input)"},
+        {"--int-range", "NAME=N",
+         "synthetic data: integer input NAME holds values in [0, N)", true},
+        {"--no-shuffle", "", "read .npy rows and token windows in order"},
+    };
+    for (const TrainFlag &f : kTrainFlags)
+      s.options.push_back({f.flag, f.metavar, f.help});
+    for (OptionSpec o : std::vector<OptionSpec>{
+             {"--save", "CKPT",
+              "write a checkpoint at the end (and on Ctrl-C), atomically"},
+             {"--save-every", "K", "also write --save every K steps"},
+             {"--resume", "CKPT", "continue from a checkpoint"},
+             {"--log-json", "FILE", "write one JSON object per step to FILE"},
+             {"--log-every", "K",
+              "when stdout is not a terminal, print a line every K steps "
+              "(default 10; the first and last step always)"},
+             {"--threads", "N", "CPU worker threads (default: one per core)"},
+         })
+      s.options.push_back(o);
+    s.details =
+        "Data: synthetic by default (seeded normal floats; integer inputs "
+        "uniform in\n[0, N) where N comes from their use: the rows of the "
+        "embedding table they\nindex or the class count of the cross_entropy "
+        "they are targets of; otherwise\n2, or --int-range). --data binds "
+        ".npy files by input name; --text/--tokens\nfeed a language model's "
+        "tokens, targets and positions inputs.\n\n"
+        "Output: on a terminal one progress line redrawn in place; otherwise "
+        "a line\nevery --log-every steps. Then a summary line. Ctrl-C stops "
+        "after the current\nstep (and saves with --save).\n\n"
+        "Exit status: 0 success, 1 bad model, data or checkpoint, 2 usage "
+        "error,\n130 interrupted.\n";
+    return s;
+  }();
+  return spec;
+}
+
+int runRun(llvm::ArrayRef<std::string> rawArgs) {
+  int exitCode = kSuccess;
+  auto args = parseCommandArgs(runSpec(), rawArgs, exitCode);
+  if (!args)
+    return exitCode;
+  const std::string modelPath = args->positionals[0];
+
+  SessionOptions options;
+  for (const std::string &define : args->getAll("-D")) {
+    std::string name, value;
+    if (!splitBinding(define, name, value))
+      return usageError("-D expects NAME=VALUE, got '" + define + "'");
+    options.defines[name] = value;
+  }
+  for (const TrainFlag &f : kTrainFlags)
+    if (args->has(f.flag))
+      options.train[f.key] = args->get(f.flag);
+  for (const char *flag :
+       {"--lr", "--momentum", "--weight-decay", "--beta1", "--beta2", "--eps",
+        "--min-lr", "--clip-grad-norm"}) {
+    double v;
+    if (args->has(flag) && !parseNumber(args->get(flag), v))
+      return usageError(std::string(flag) + " expects a number, got '" +
+                        args->get(flag) + "'");
+  }
+  int64_t warmup = 0;
+  if (args->has("--warmup") && !parseInt(args->get("--warmup"), 0, warmup))
+    return usageError("--warmup expects an integer >= 0, got '" +
+                      args->get("--warmup") + "'");
+
+  int64_t steps = 0, saveEvery = 0, logEvery = 10, threads = 0, seed = 0;
+  if (args->has("--steps") && !parseInt(args->get("--steps"), 1, steps))
+    return usageError("--steps expects an integer >= 1, got '" +
+                      args->get("--steps") + "'");
+  if (args->has("--save-every") &&
+      !parseInt(args->get("--save-every"), 1, saveEvery))
+    return usageError("--save-every expects an integer >= 1, got '" +
+                      args->get("--save-every") + "'");
+  if (saveEvery && !args->has("--save"))
+    return usageError("--save-every needs --save CKPT");
+  if (args->has("--log-every") &&
+      !parseInt(args->get("--log-every"), 1, logEvery))
+    return usageError("--log-every expects an integer >= 1, got '" +
+                      args->get("--log-every") + "'");
+  if (args->has("--threads") &&
+      (!parseInt(args->get("--threads"), 0, threads) || threads > 1024))
+    return usageError("--threads expects an integer in [0, 1024], got '" +
+                      args->get("--threads") + "'");
+  options.threads = static_cast<int>(threads);
+  if (args->has("--seed") && !parseInt(args->get("--seed"), 0, seed))
+    return usageError("--seed expects an integer >= 0, got '" +
+                      args->get("--seed") + "'");
+
+  DataChoice data;
+  for (const std::string &binding : args->getAll("--data")) {
+    std::string name, path;
+    if (!splitBinding(binding, name, path) || path.empty())
+      return usageError("--data expects NAME=FILE, got '" + binding + "'");
+    data.arrays.push_back({name, path});
+  }
+  for (const std::string &binding : args->getAll("--int-range")) {
+    std::string name, value;
+    int64_t n = 0;
+    if (!splitBinding(binding, name, value) || !parseInt(value, 1, n))
+      return usageError("--int-range expects NAME=N with N >= 1, got '" +
+                        binding + "'");
+    data.intRange[name] = n;
+  }
+  int sources =
+      !data.arrays.empty() + args->has("--text") + args->has("--tokens");
+  if (sources > 1)
+    return usageError("--data, --text and --tokens are alternatives: give "
+                      "one of them");
+  if (args->has("--token-dtype") && !args->has("--tokens"))
+    return usageError("--token-dtype applies to --tokens");
+  if (args->has("--text"))
+    data.tokenFile = args->get("--text");
+  if (args->has("--tokens")) {
+    data.tokenFile = args->get("--tokens");
+    data.tokenText = false;
+    data.tokenI32 = args->get("--token-dtype", "u16") == "i32";
+  }
+  data.tokensInput = args->get("--tokens-input");
+  data.targetsInput = args->get("--targets-input");
+  data.positionsInput = args->get("--positions-input");
+  data.shuffle = !args->has("--no-shuffle");
+
+  ModelFacts facts = inspectModel(modelPath, options.defines);
+  if (!args->has("--seed") && facts.trainSeed)
+    seed = static_cast<int64_t>(*facts.trainSeed);
+  options.seed = static_cast<uint64_t>(seed);
+  data.seed = options.seed;
+  if (!args->has("--steps")) {
+    if (!facts.trainSteps)
+      return usageError("give --steps N (the model's train section sets no "
+                        "steps)");
+    steps = *facts.trainSteps;
+  }
+
+  auto session = Session::create(modelPath, options);
+  if (!session)
+    return errorExit(session.status().message());
+  Session &s = **session;
+  if (args->has("--resume")) {
+    Status st = s.loadCheckpoint(args->get("--resume"));
+    if (!st)
+      return errorExit(st.message());
+  }
+  int64_t firstStep = s.stepCount();
+
+  auto setup = makeDataSource(s.inputs(), facts, data);
+  if (!setup)
+    return errorExit(llvm::toString(setup.takeError()));
+  // A resumed run sees the batches an uninterrupted one would have.
+  if (auto err = setup->source->seek(firstStep))
+    return errorExit(llvm::toString(std::move(err)));
+
+  const std::string savePath = args->get("--save");
+  auto save = [&]() -> int {
+    Status st = s.saveCheckpoint(savePath);
+    return st ? kSuccess : errorExit(st.message());
+  };
+
+  bool terminal = llvm::sys::Process::StandardOutIsDisplayed();
+  std::string units = setup->tokensPerStep ? "tok" : "samples";
+  int64_t perStep =
+      setup->tokensPerStep ? setup->tokensPerStep : setup->samplesPerStep;
+  ProgressReporter progress(llvm::outs(), terminal, logEvery, firstStep, steps,
+                            units, perStep);
+  if (args->has("--log-json")) {
+    std::string err = progress.openJsonLog(args->get("--log-json"));
+    if (!err.empty())
+      return errorExit(err);
+  }
+  if (firstStep >= steps) {
+    llvm::outs() << "already at step " << firstStep << " of " << steps
+                 << "; nothing to do\n";
+    return kSuccess;
+  }
+  llvm::outs() << "training " << modelPath << " from step " << firstStep
+               << " to " << steps << " on " << setup->description << "\n";
+  llvm::outs().flush();
+
+  gInterrupted = 0;
+  struct sigaction action = {}, previous = {};
+  action.sa_handler = onInterrupt;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, &previous);
+  struct RestoreSignal {
+    struct sigaction saved;
+    ~RestoreSignal() { sigaction(SIGINT, &saved, nullptr); }
+  } restore{previous};
+
+  runtime::Batch batch;
+  while (s.stepCount() < steps && !gInterrupted) {
+    auto start = std::chrono::steady_clock::now();
+    if (auto err = setup->source->next(batch))
+      return errorExit(llvm::toString(std::move(err)));
+    for (auto &[name, tensor] : batch) {
+      Status st = s.feed(name, toSessionTensor(tensor));
+      if (!st)
+        return errorExit(st.message());
+    }
+    auto result = s.step();
+    if (!result)
+      return errorExit(result.status().message());
+    StepRecord record;
+    record.step = result->step;
+    record.loss = result->loss;
+    record.metrics = result->metrics;
+    record.stepSeconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    progress.record(record);
+    if (saveEvery && result->step % saveEvery == 0 && result->step != steps)
+      if (int rc = save())
+        return rc;
+  }
+  progress.finish(gInterrupted ? "interrupted" : "done");
+  if (!savePath.empty()) {
+    if (int rc = save())
+      return rc;
+    llvm::outs() << "saved step " << s.stepCount() << " to " << savePath
+                 << "\n";
+  }
+  return gInterrupted ? 130 : kSuccess;
+}
+
+} // namespace mgc::cli
