@@ -276,6 +276,17 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
       return errorExit(st.message());
   }
   int64_t firstStep = s.stepCount();
+  if (args->has("--resume")) {
+    // The run continues with the checkpoint's seed (the session adopts it),
+    // so its data follows the same shuffle as the run that saved it.
+    if (auto saved = checkpointSeed(args->get("--resume"))) {
+      if (args->has("--seed") && *saved != data.seed)
+        llvm::errs() << "mgc run: warning: --seed " << data.seed
+                     << " ignored: '" << args->get("--resume")
+                     << "' continues a run with seed " << *saved << "\n";
+      data.seed = *saved;
+    }
+  }
 
   auto setup = makeDataSource(s.inputs(), facts, data);
   if (!setup)

@@ -8,6 +8,8 @@
 #include "runtime/DataTokens.h"
 
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstring>
@@ -137,6 +139,37 @@ ModelFacts inspectModel(const std::string &path,
   if (auto seed = number("train.seed"); seed && *seed >= 0 && *seed < 1.8e19)
     facts.trainSeed = static_cast<uint64_t>(*seed);
   return facts;
+}
+
+std::optional<uint64_t> checkpointSeed(const std::string &path) {
+  // safetensors: an 8-byte little-endian header length, then the JSON header
+  // whose "__metadata__" holds string values.
+  auto head = llvm::MemoryBuffer::getFileSlice(path, 8, 0);
+  if (!head || (*head)->getBufferSize() != 8)
+    return std::nullopt;
+  uint64_t length = 0;
+  for (int i = 7; i >= 0; --i)
+    length = length << 8 | static_cast<uint8_t>((*head)->getBufferStart()[i]);
+  if (length == 0 || length > (100u << 20))
+    return std::nullopt;
+  auto header = llvm::MemoryBuffer::getFileSlice(path, length, 8);
+  if (!header)
+    return std::nullopt;
+  auto json = llvm::json::parse((*header)->getBuffer());
+  if (!json) {
+    llvm::consumeError(json.takeError());
+    return std::nullopt;
+  }
+  const llvm::json::Object *root = json->getAsObject();
+  const llvm::json::Object *meta =
+      root ? root->getObject("__metadata__") : nullptr;
+  llvm::Optional<llvm::StringRef> seed;
+  if (meta)
+    seed = meta->getString("seed");
+  unsigned long long value;
+  if (!seed || seed->getAsInteger(10, value))
+    return std::nullopt;
+  return value;
 }
 
 Tensor toSessionTensor(const runtime::Tensor &t) {
