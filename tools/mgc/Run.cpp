@@ -28,7 +28,9 @@ extern "C" void onInterrupt(int) {
 
 int errorExit(const std::string &message, int code = kUserError) {
   // Session messages in the compiler's format already say "error:".
-  if (llvm::StringRef(message).contains("error:"))
+  if (llvm::StringRef(message).startswith("error:"))
+    llvm::errs() << "mgc run: " << message;
+  else if (llvm::StringRef(message).contains("error:"))
     llvm::errs() << message;
   else
     llvm::errs() << "mgc run: error: " << message;
