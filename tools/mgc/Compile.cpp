@@ -4,6 +4,8 @@
 #include "backend/Executable.h"
 #include "backend/cpu/Kernels.h"
 #include "frontend/Frontend.h"
+
+#include "llvm/Support/Format.h"
 #include "runtime/session/Pipeline.h"
 
 #include "llvm/Support/raw_ostream.h"
@@ -87,9 +89,18 @@ int runCompile(llvm::ArrayRef<std::string> rawArgs) {
     llvm::outs() << backend::serializeExecutable(*executable);
     return kSuccess;
   }
-  return failed(backend::writeExecutableFile(*executable, out, diag))
-             ? kUserError
-             : kSuccess;
+  if (failed(backend::writeExecutableFile(*executable, out, diag)))
+    return kUserError;
+  // What the memory planner decided, in the spirit of a linker's summary.
+  uint64_t argumentBytes = 0;
+  for (const auto &arg : executable->module->graph().arguments())
+    argumentBytes += static_cast<uint64_t>(arg->type().size()) *
+                     ir::dtypeBytes(arg->type().dtype);
+  llvm::outs() << llvm::format(
+      "wrote %s: %zu ops, arena peak %.1f MiB, arguments %.1f MiB\n",
+      out.c_str(), executable->order.size(),
+      executable->plan.peak / 1048576.0, argumentBytes / 1048576.0);
+  return kSuccess;
 }
 
 } // namespace mgc::cli
