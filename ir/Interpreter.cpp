@@ -296,6 +296,20 @@ void stridedGather(const double *in, int64_t base,
   }
 }
 
+LogicalResult checkIds(EvalContext &ctx, unsigned operand, int64_t limit,
+                       const char *what) {
+  const std::vector<double> &ids = ctx.in(operand).data;
+  for (size_t n = 0; n < ids.size(); ++n) {
+    double v = ids[n];
+    if (!(v >= 0 && v < static_cast<double>(limit)))
+      return ctx.error(llvm::Twine(what) + " " + formatNumber(v) +
+                       " is out of range [0, " + llvm::Twine(limit) +
+                       ") in element " + llvm::Twine(static_cast<uint64_t>(n)) +
+                       " of " + ctx.describeOperand(operand));
+  }
+  return success();
+}
+
 void fillAboveDiagonal(std::vector<double> &data, int64_t t, double value) {
   int64_t matrices = t == 0 ? 0 : static_cast<int64_t>(data.size()) / (t * t);
   for (int64_t mi = 0; mi < matrices; ++mi)

@@ -22,21 +22,6 @@ template <typename F> LogicalResult mapPair(EvalContext &ctx, F f) {
   return success();
 }
 
-// Reports an integer id outside [0, limit) in an integer operand.
-LogicalResult checkIndices(EvalContext &ctx, unsigned operand, int64_t limit,
-                           const char *what) {
-  const std::vector<double> &ids = ctx.in(operand).data;
-  for (size_t n = 0; n < ids.size(); ++n) {
-    double v = ids[n];
-    if (!(v >= 0 && v < static_cast<double>(limit)))
-      return ctx.error(llvm::Twine(what) + " " + formatNumber(v) +
-                       " is out of range [0, " + llvm::Twine(limit) +
-                       ") in element " + llvm::Twine(static_cast<uint64_t>(n)) +
-                       " of " + ctx.describeOperand(operand));
-  }
-  return success();
-}
-
 // Calls f(line base, stride) for every line along `axis` of `shape`.
 template <typename F>
 void forEachLine(llvm::ArrayRef<int64_t> shape, int64_t axis, F f) {
@@ -147,7 +132,7 @@ LogicalResult evalLayernormGradX(EvalContext &ctx) {
 LogicalResult evalEmbeddingGrad(EvalContext &ctx) {
   const HostTensor &dy = ctx.in(0), &ids = ctx.in(1);
   int64_t rows = ctx.result.type.shape[0], d = ctx.result.type.shape[1];
-  if (failed(checkIndices(ctx, 1, rows, "embedding_grad id")))
+  if (failed(checkIds(ctx, 1, rows, "embedding_grad id")))
     return failure();
   for (size_t n = 0; n < ids.data.size(); ++n) {
     double *row =
@@ -208,7 +193,7 @@ LogicalResult evalMaxGrad(EvalContext &ctx) {
 LogicalResult evalCrossEntropyGrad(EvalContext &ctx) {
   const HostTensor &logits = ctx.in(1), &targets = ctx.in(2);
   int64_t c = logits.type.shape.back();
-  if (failed(checkIndices(ctx, 2, c, "cross_entropy_grad target")))
+  if (failed(checkIds(ctx, 2, c, "cross_entropy_grad target")))
     return failure();
   size_t positions = targets.data.size();
   double scale = ctx.in(0).data[0] / static_cast<double>(positions);

@@ -57,6 +57,11 @@ void stridedGather(const double *in, int64_t base,
 // gradient writes 0.
 void fillAboveDiagonal(std::vector<double> &data, int64_t t, double value);
 
+// Reports (through ctx) the first integer id outside [0, limit) in operand
+// `operand`, naming `what`, the element and the tensor.
+LogicalResult checkIds(EvalContext &ctx, unsigned operand, int64_t limit,
+                       const char *what);
+
 // "f32" etc. as a std::string, for messages.
 std::string formatNumber(double value);
 

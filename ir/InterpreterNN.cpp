@@ -73,21 +73,6 @@ void accumulateRows(const double *a, const double *__restrict b,
   }
 }
 
-// Reports an integer id outside [0, limit) in an integer operand.
-LogicalResult checkIds(EvalContext &ctx, unsigned operand, int64_t limit,
-                       const char *what) {
-  const std::vector<double> &ids = ctx.in(operand).data;
-  for (size_t n = 0; n < ids.size(); ++n) {
-    double v = ids[n];
-    if (!(v >= 0 && v < static_cast<double>(limit)))
-      return ctx.error(llvm::Twine(what) + " " + formatNumber(v) +
-                       " is out of range [0, " + llvm::Twine(limit) +
-                       ") in element " + llvm::Twine(static_cast<uint64_t>(n)) +
-                       " of " + ctx.describeOperand(operand));
-  }
-  return success();
-}
-
 } // namespace
 
 LogicalResult evalSoftmax(EvalContext &ctx) { return softmaxLike(ctx, false); }
