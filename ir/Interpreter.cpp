@@ -310,6 +310,18 @@ LogicalResult checkIds(EvalContext &ctx, unsigned operand, int64_t limit,
   return success();
 }
 
+MeanRstd rowMeanRstd(const double *in, int64_t d, double eps) {
+  double mean = 0;
+  for (int64_t j = 0; j < d; ++j)
+    mean += in[j];
+  mean /= static_cast<double>(d);
+  double var = 0;
+  for (int64_t j = 0; j < d; ++j)
+    var += (in[j] - mean) * (in[j] - mean);
+  var /= static_cast<double>(d);
+  return {mean, 1.0 / std::sqrt(var + eps)};
+}
+
 void fillAboveDiagonal(std::vector<double> &data, int64_t t, double value) {
   int64_t matrices = t == 0 ? 0 : static_cast<int64_t>(data.size()) / (t * t);
   for (int64_t mi = 0; mi < matrices; ++mi)

@@ -104,15 +104,7 @@ LogicalResult evalLayernormGradX(EvalContext &ctx) {
     const double *in = x.data.data() + r * d;
     const double *g = dy + r * d;
     double *out = ctx.result.data.data() + r * d;
-    double mean = 0;
-    for (int64_t j = 0; j < d; ++j)
-      mean += in[j];
-    mean /= static_cast<double>(d);
-    double var = 0;
-    for (int64_t j = 0; j < d; ++j)
-      var += (in[j] - mean) * (in[j] - mean);
-    var /= static_cast<double>(d);
-    double rstd = 1.0 / std::sqrt(var + eps);
+    auto [mean, rstd] = rowMeanRstd(in, d, eps);
     double meanG = 0, meanGX = 0;
     for (int64_t j = 0; j < d; ++j) {
       xhat[j] = (in[j] - mean) * rstd;

@@ -52,6 +52,13 @@ void stridedGather(const double *in, int64_t base,
                    llvm::ArrayRef<int64_t> outShape,
                    llvm::ArrayRef<int64_t> inStrides, double *out);
 
+// Mean and 1 / sqrt(population variance + eps) of in[0..d): the row
+// statistics of layernorm, shared by its forward and its gradient.
+struct MeanRstd {
+  double mean, rstd;
+};
+MeanRstd rowMeanRstd(const double *in, int64_t d, double eps);
+
 // Sets the entries above the diagonal of every trailing [T, T] matrix of
 // `data` (column > row) to `value`: causal_mask writes -inf there, its
 // gradient writes 0.

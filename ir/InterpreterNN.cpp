@@ -91,15 +91,7 @@ LogicalResult evalLayernorm(EvalContext &ctx) {
   for (int64_t r = 0; r < rows; ++r) {
     const double *in = x.data.data() + r * d;
     double *out = ctx.result.data.data() + r * d;
-    double mean = 0;
-    for (int64_t j = 0; j < d; ++j)
-      mean += in[j];
-    mean /= static_cast<double>(d);
-    double var = 0;
-    for (int64_t j = 0; j < d; ++j)
-      var += (in[j] - mean) * (in[j] - mean);
-    var /= static_cast<double>(d);
-    double inv = 1.0 / std::sqrt(var + eps);
+    auto [mean, inv] = rowMeanRstd(in, d, eps);
     for (int64_t j = 0; j < d; ++j)
       out[j] = (in[j] - mean) * inv * gamma[j] + beta[j];
   }
