@@ -56,7 +56,9 @@ int main(int argc, char **argv) {
   for (const Command &c : kCommands)
     if (first == c.name)
       return c.run(llvm::ArrayRef<std::string>(args).drop_front());
-  llvm::errs() << "mgc: error: unknown command '" << first
-               << "' (commands: compile, opt, run; see 'mgc --help')\n";
+  llvm::errs() << "mgc: error: unknown command '" << first << "' (commands: ";
+  for (const Command &c : kCommands)
+    llvm::errs() << (&c == kCommands ? "" : ", ") << c.name;
+  llvm::errs() << "; see 'mgc --help')\n";
   return kUsageError;
 }
