@@ -6,6 +6,7 @@
 
 #include "ir/Attrs.h"
 #include "ir/OpInfo.h"
+#include "ir/Sharding.h"
 #include "ir/Types.h"
 #include "support/Loc.h"
 
@@ -61,12 +62,18 @@ public:
     return kind_ == ValueKind::Param || kind_ == ValueKind::State;
   }
   Loc loc() const;
+  // Its placement on the mesh axes (ir/Sharding.h); empty when none is
+  // decided. Set by hints and strategies (before sharding propagation, on a
+  // result it is a request the propagation honours) and by propagation.
+  const Sharding &sharding() const { return sharding_; }
+  void setSharding(Sharding s) { sharding_ = std::move(s); }
 
 private:
   friend class Graph;
   friend class Op;
   ValueKind kind_ = ValueKind::Result;
   TensorType type_;
+  Sharding sharding_;
   Op *op_ = nullptr;
   std::string name_;
   Init init_;

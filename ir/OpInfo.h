@@ -26,6 +26,7 @@ enum OpTrait : unsigned {
   kStochastic = 1u << 2, // depends on a seed (never merged by CSE unless equal)
   kReduction = 1u << 3,
   kInternal = 1u << 4, // created by passes, not written in the language
+  kCollective = 1u << 5, // communicates over a mesh axis (the comm queue)
 };
 
 // The operands of an op as the shape rule sees them.

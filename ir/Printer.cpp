@@ -103,6 +103,8 @@ private:
                           : arg.kind() == ValueKind::State ? "state "
                                                            : "input ";
     os_ << "  " << keyword << valueText(&arg) << " : " << arg.type().str();
+    if (!arg.sharding().empty())
+      os_ << ' ' << arg.sharding().str();
     if (persistent)
       os_ << " = " << formatInit(arg.init());
     if (options_.locations)
@@ -120,6 +122,8 @@ private:
       printAttrDict(op.attrs(), os_);
     }
     os_ << " : " << op.type().str();
+    if (!op.result()->sharding().empty())
+      os_ << ' ' << op.result()->sharding().str();
     if (!op.scope().empty())
       os_ << " scope " << quoteString(op.scope());
     if (options_.locations)

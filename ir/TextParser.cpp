@@ -67,6 +67,8 @@ private:
   LogicalResult parseUpdate();
   LogicalResult parseValueRef(Value *&value);
   LogicalResult parseType(TensorType &type, const llvm::Twine &context);
+  // {AXIS=PLACEMENT, ...}: placements R, P or S<dim>.
+  LogicalResult parseSharding(Sharding &sharding);
   LogicalResult parseAttrDict(Attrs &attrs, const OpInfo *info);
   LogicalResult parseAttrValue(AttrValue &value, const AttrSpec *spec);
   LogicalResult parseInt(int64_t &value);
@@ -187,6 +189,9 @@ LogicalResult TextParser::parseArgument(ValueKind kind) {
   TensorType type;
   if (failed(parseType(type, "argument type after ':'")))
     return failure();
+  Sharding sharding;
+  if (tok_.is(TokenKind::LBrace) && failed(parseSharding(sharding)))
+    return failure();
   Init init;
   if (persistent) {
     if (failed(expect(TokenKind::Equal,
@@ -201,9 +206,12 @@ LogicalResult TextParser::parseArgument(ValueKind kind) {
   if (failed(parseOptionalLoc(loc)))
     return failure();
   Graph &g = module_->graph();
-  define(kind == ValueKind::Param   ? g.addParam(nameTok.value, type, init, loc)
-         : kind == ValueKind::State ? g.addState(nameTok.value, type, init, loc)
-                                    : g.addInput(nameTok.value, type, loc));
+  Value *arg = kind == ValueKind::Param ? g.addParam(nameTok.value, type, init, loc)
+               : kind == ValueKind::State
+                   ? g.addState(nameTok.value, type, init, loc)
+                   : g.addInput(nameTok.value, type, loc);
+  arg->setSharding(std::move(sharding));
+  define(arg);
   return success();
 }
 
@@ -275,6 +283,9 @@ LogicalResult TextParser::parseOp() {
   TensorType type;
   if (failed(parseType(type, "result type after ':'")))
     return failure();
+  Sharding sharding;
+  if (tok_.is(TokenKind::LBrace) && failed(parseSharding(sharding)))
+    return failure();
   std::string scope;
   if (tok_.isIdent("scope")) {
     consume();
@@ -290,6 +301,7 @@ LogicalResult TextParser::parseOp() {
   // op's shape rule, so a wrong type is reported rather than fixed.
   Op *op = module_->graph().createOp(*kind, operands, std::move(attrs), type,
                                      loc, std::move(scope));
+  op->result()->setSharding(std::move(sharding));
   define(op->result());
   return success();
 }
@@ -357,6 +369,30 @@ LogicalResult TextParser::parseValueRef(Value *&value) {
   value = it->second;
   consume();
   return success();
+}
+
+LogicalResult TextParser::parseSharding(Sharding &sharding) {
+  if (failed(expect(TokenKind::LBrace, "'{' to begin a sharding")))
+    return failure();
+  do {
+    if (!tok_.is(TokenKind::Ident))
+      return unexpected("mesh axis name in the sharding, such as dp");
+    Token axisTok = tok_;
+    consume();
+    if (sharding.find(axisTok.spelling))
+      return errorAt(axisTok, "mesh axis '" + axisTok.spelling.str() +
+                                  "' appears twice in the sharding");
+    if (failed(expect(TokenKind::Equal, "'=' after the mesh axis")))
+      return failure();
+    std::optional<Placement> p;
+    if (tok_.is(TokenKind::Ident))
+      p = Placement::parse(tok_.spelling);
+    if (!p)
+      return unexpected("placement R, P or S<dim> (such as S0)");
+    consume();
+    sharding.set(axisTok.spelling, *p);
+  } while (consumeIf(TokenKind::Comma));
+  return expect(TokenKind::RBrace, "',' or '}' in the sharding");
 }
 
 LogicalResult TextParser::parseType(TensorType &type,

@@ -419,6 +419,21 @@ TEST_CASE("interp: every op kind is evaluated") {
       {OpKind::Cos, unary(OpKind::Cos)},
       {OpKind::Minimum, binary(OpKind::Minimum)},
       {OpKind::Maximum, binary(OpKind::Maximum)},
+      // Communication ops in a logical module change placements, not values.
+      {OpKind::AllReduce, unary(OpKind::AllReduce, {{"axis", std::string("dp")}})},
+      {OpKind::ReduceScatter,
+       unary(OpKind::ReduceScatter,
+             {{"axis", std::string("dp")}, {"dim", int64_t(0)}})},
+      {OpKind::AllGather,
+       unary(OpKind::AllGather,
+             {{"axis", std::string("dp")}, {"dim", int64_t(1)}})},
+      {OpKind::AllToAll,
+       unary(OpKind::AllToAll, {{"axis", std::string("tp")},
+                                {"from", int64_t(0)},
+                                {"to", int64_t(1)}})},
+      {OpKind::LocalSplit,
+       unary(OpKind::LocalSplit,
+             {{"axis", std::string("tp")}, {"dim", int64_t(1)}})},
   };
   for (const OpInfo &info : allOpInfos()) {
     INFO("op " << info.name.str());

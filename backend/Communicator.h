@@ -1,0 +1,61 @@
+// A device's endpoint for the collectives of its mesh. Every device of an
+// axis group calls the same collectives on that axis in the same order (the
+// partitioner guarantees it: every device program has the same sequence of
+// communication ops); a call returns once this device's result is complete.
+// Buffers are contiguous elements of one dtype. Reductions add the parts in
+// coordinate order (0 + 1 + 2 ...), computed the same way on every device,
+// so replicas stay bit-identical and runs are deterministic. bf16 and f16
+// are summed in f32 and rounded once.
+#pragma once
+
+#include "ir/Sharding.h"
+#include "ir/Types.h"
+#include "support/Result.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <cstdint>
+#include <string>
+
+namespace mgc::backend {
+
+class Communicator {
+public:
+  virtual ~Communicator() = default;
+
+  virtual const ir::Mesh &mesh() const = 0;
+  // This endpoint's device index in the mesh.
+  virtual int64_t device() const = 0;
+  // This device's coordinate on `axis` (0 for an axis not in the mesh).
+  int64_t coord(llvm::StringRef axis) const {
+    int i = mesh().axisIndex(axis);
+    return i < 0 ? 0 : mesh().coords(device())[i];
+  }
+
+  // out[i] = sum over the group of in[i]; `in` and `out` may be the same.
+  virtual LogicalResult allReduce(llvm::StringRef axis, const void *in,
+                                  void *out, int64_t count, ir::DType dtype,
+                                  std::string &error) = 0;
+  // This device contributes counts[coord] elements; `out` receives every
+  // device's part in coordinate order (the sum of counts).
+  virtual LogicalResult allGather(llvm::StringRef axis, const void *in,
+                                  void *out, llvm::ArrayRef<int64_t> counts,
+                                  ir::DType dtype, std::string &error) = 0;
+  // `in` holds the sum of counts elements, part j (counts[j] elements) for
+  // device j, in order; `out` receives this device's part summed over the
+  // group.
+  virtual LogicalResult reduceScatter(llvm::StringRef axis, const void *in,
+                                      void *out,
+                                      llvm::ArrayRef<int64_t> counts,
+                                      ir::DType dtype, std::string &error) = 0;
+  // `in` holds sendCounts[j] elements for each device j, in order; `out`
+  // receives from each device j the part it sent here (recvCounts[j]
+  // elements), in order.
+  virtual LogicalResult allToAll(llvm::StringRef axis, const void *in,
+                                 llvm::ArrayRef<int64_t> sendCounts,
+                                 void *out, llvm::ArrayRef<int64_t> recvCounts,
+                                 ir::DType dtype, std::string &error) = 0;
+};
+
+} // namespace mgc::backend

@@ -1,0 +1,162 @@
+// The placement algebra: a device mesh with named axes (dp=2,tp=2), and on
+// each axis a tensor is split along one dimension (S0, S1, ...), replicated
+// (R) or held as partial sums (P: the value is the sum over the axis group).
+// Data, tensor and ZeRO parallelism are all placements of the same logical
+// tensors; moving between placements is the only source of communication
+// (passes/Reshard.h). Text forms: mesh "dp=2,tp=2" (weights "dp=2[3,1]");
+// sharding "{dp=S0, tp=R}".
+#pragma once
+
+#include "ir/Types.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mgc::ir {
+
+enum class PlacementKind : uint8_t { Replicate, Split, Partial };
+
+struct Placement {
+  PlacementKind kind = PlacementKind::Replicate;
+  int64_t dim = 0; // Split only: the logical dimension split
+
+  static Placement replicate() { return {}; }
+  static Placement split(int64_t dim) { return {PlacementKind::Split, dim}; }
+  static Placement partial() { return {PlacementKind::Partial, 0}; }
+  bool isReplicate() const { return kind == PlacementKind::Replicate; }
+  bool isSplit() const { return kind == PlacementKind::Split; }
+  bool isPartial() const { return kind == PlacementKind::Partial; }
+
+  std::string str() const; // "R", "S0", "P"
+  // "R", "S<digits>", "P"; nullopt otherwise.
+  static std::optional<Placement> parse(llvm::StringRef text);
+
+  friend bool operator==(const Placement &a, const Placement &b) {
+    return a.kind == b.kind && (a.kind != PlacementKind::Split || a.dim == b.dim);
+  }
+  friend bool operator!=(const Placement &a, const Placement &b) {
+    return !(a == b);
+  }
+};
+
+// The placement of one value on some mesh axes, by axis name. An axis not
+// listed is not decided yet (before propagation) or, on a value of a
+// partitioned module, replicated.
+class Sharding {
+public:
+  struct Entry {
+    std::string axis;
+    Placement placement;
+    friend bool operator==(const Entry &a, const Entry &b) {
+      return a.axis == b.axis && a.placement == b.placement;
+    }
+  };
+
+  Sharding() = default;
+  Sharding(std::initializer_list<Entry> entries) {
+    for (const Entry &e : entries)
+      set(e.axis, e.placement);
+  }
+
+  bool empty() const { return entries_.empty(); }
+  llvm::ArrayRef<Entry> entries() const { return entries_; }
+  const Placement *find(llvm::StringRef axis) const;
+  // The placement on `axis`; R when the axis is not listed.
+  Placement get(llvm::StringRef axis) const;
+  // Sets or replaces; new axes are appended (callers that know the mesh
+  // append in mesh order, so printing follows the mesh).
+  void set(llvm::StringRef axis, Placement placement);
+  bool erase(llvm::StringRef axis);
+  // The axis that splits logical dimension `dim`, or empty.
+  llvm::StringRef axisSplitting(int64_t dim) const;
+
+  std::string str() const; // "{dp=S0, tp=R}"
+
+  friend bool operator==(const Sharding &a, const Sharding &b) {
+    return a.entries_ == b.entries_;
+  }
+  friend bool operator!=(const Sharding &a, const Sharding &b) {
+    return !(a == b);
+  }
+
+private:
+  llvm::SmallVector<Entry, 2> entries_;
+};
+
+struct MeshAxis {
+  std::string name;
+  int64_t size = 1;
+  // Relative share of each coordinate when a dimension is split on this
+  // axis (devices of different speed); empty: as even as possible.
+  std::vector<int64_t> weights;
+};
+
+// Mesh axes the partitioner knows, in the order they nest: data parallel
+// outermost, tensor parallel innermost (a tp group is neighbouring devices).
+inline constexpr const char *kKnownMeshAxes[] = {"dp", "tp"};
+
+// Module attribute that holds the mesh text (Mesh::str) of a module to be
+// partitioned.
+inline constexpr const char *kMeshAttr = "mesh";
+
+class Mesh {
+public:
+  Mesh() = default;
+  explicit Mesh(std::vector<MeshAxis> axes) : axes_(std::move(axes)) {}
+
+  // "dp=2,tp=2" or "dp=2[3,1]"; axes from kKnownMeshAxes, each at most once,
+  // sizes >= 1, weights (if any) one positive integer per coordinate.
+  // On error returns nullopt and sets `error` to a message naming the part
+  // that is wrong and what was expected.
+  static std::optional<Mesh> parse(llvm::StringRef text, std::string &error);
+  std::string str() const;
+
+  llvm::ArrayRef<MeshAxis> axes() const { return axes_; }
+  const MeshAxis *findAxis(llvm::StringRef name) const;
+  int axisIndex(llvm::StringRef name) const; // -1 if absent
+  int64_t numDevices() const;
+  // A mesh of one device (no axes, or every axis of size 1).
+  bool isTrivial() const { return numDevices() == 1; }
+
+  // Coordinates of a device (one per axis; the last axis varies fastest)
+  // and back.
+  llvm::SmallVector<int64_t, 4> coords(int64_t device) const;
+  int64_t deviceAt(llvm::ArrayRef<int64_t> coords) const;
+  // The devices along `axis` through `device`, by coordinate on that axis.
+  std::vector<int64_t> group(int64_t device, llvm::StringRef axis) const;
+
+  friend bool operator==(const Mesh &a, const Mesh &b);
+
+private:
+  std::vector<MeshAxis> axes_;
+};
+
+// Whether every element equals the first (true for none).
+inline bool allEqual(llvm::ArrayRef<int64_t> xs) {
+  for (int64_t x : xs)
+    if (x != xs.front())
+      return false;
+  return true;
+}
+
+// Sizes of the parts of a dimension of size `n` split along `axis`: in
+// proportion to the axis weights (largest remainders first, ties to the
+// lower coordinate), or as even as possible (the first n % k parts get one
+// more). They sum to n; a part may be 0 only when n is small.
+std::vector<int64_t> splitSizes(int64_t n, const MeshAxis &axis);
+// Where part `coord` starts: the sum of the sizes before it.
+int64_t splitOffset(int64_t n, const MeshAxis &axis, int64_t coord);
+
+// The type one device holds of a logical tensor of type `logical` with
+// sharding `s` (axes not in `s` replicated): split dimensions take the part
+// of the device's coordinate; replicated and partial ones are whole.
+TensorType localType(const TensorType &logical, const Sharding &s,
+                     const Mesh &mesh, llvm::ArrayRef<int64_t> coords);
+
+} // namespace mgc::ir

@@ -1,0 +1,32 @@
+// Moving whole (logical) tensors to and from the parts devices hold: how a
+// session places parameters, state and each batch on a mesh, and how it
+// gathers them back for checkpoints and for comparing with a one-device
+// run.
+#pragma once
+
+#include "ir/Sharding.h"
+#include "runtime/Tensor.h"
+
+#include "llvm/ADT/ArrayRef.h"
+
+#include <cstdint>
+#include <string>
+
+namespace mgc::runtime {
+
+// The part of `logical` that `device` holds under `sharding` (axes not
+// listed are replicated): split dimensions cut to the device's part
+// (ir::splitSizes). A partial axis gives the whole value to coordinate 0 and
+// zeros to the others, so that the parts add up to it.
+Tensor shardTensor(const Tensor &logical, const ir::Sharding &sharding,
+                   const ir::Mesh &mesh, int64_t device);
+
+// The logical tensor back from every device's part (parts[k] from device
+// k): split dimensions joined in coordinate order, partial axes summed in
+// coordinate order, replicated axes taken from coordinate 0. Returns false
+// and sets `error` if a part has the wrong type.
+bool unshardTensor(llvm::ArrayRef<Tensor> parts, const ir::Sharding &sharding,
+                   const ir::Mesh &mesh, const ir::TensorType &logical,
+                   Tensor &out, std::string &error);
+
+} // namespace mgc::runtime
