@@ -5,6 +5,7 @@
 // rest of the arena. Internal to the CPU backend.
 #pragma once
 
+#include "backend/Communicator.h"
 #include "backend/cpu/ThreadPool.h"
 #include "ir/Graph.h"
 #include "support/Result.h"
@@ -37,6 +38,10 @@ struct KernelArgs {
   // Why a kernel failed (an id out of range, an integer division by zero);
   // the executor reports it at the op's location.
   std::string *error = nullptr;
+  // The device's communicator in a multi-device run (null otherwise): the
+  // communication ops exchange data through it, and local_split asks it
+  // for the device's coordinate.
+  Communicator *comm = nullptr;
 
   LogicalResult fail(std::string message) const {
     if (error)
