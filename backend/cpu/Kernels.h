@@ -61,6 +61,8 @@ KernelFn kernelFor(ir::OpKind kind);
 
 // Scratch bytes the kernel of `op` needs (0 for most ops).
 uint64_t scratchBytes(const ir::Op &op);
+// The part of it for the communication ops (backend/cpu/KernelsCollective.cpp).
+uint64_t collectiveScratchBytes(const ir::Op &op);
 
 // Chunk sizes of parallel loops, in elements or rows: fixed, so that results
 // do not depend on the number of threads.

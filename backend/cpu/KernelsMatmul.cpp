@@ -61,7 +61,7 @@ void gemmBlocks(const T *a, const T *b, T *c, const MatmulShape &s,
 
 uint64_t scratchBytes(const ir::Op &op) {
   if (op.kind() != ir::OpKind::Matmul)
-    return 0;
+    return collectiveScratchBytes(op);
   ir::DType dt = op.type().dtype;
   if (dt != ir::DType::BF16 && dt != ir::DType::F16)
     return 0;
