@@ -1,0 +1,686 @@
+// The sharding rules against the interpreter: for a representative op of
+// every kind and every signature its rule lists on axes of size 2, 3 and
+// weighted 2, each device computes the localized op on its parts, and the
+// parts combined by the result placement equal the logical op.
+#include "passes/ShardingRules.h"
+
+#include "ir/Builder.h"
+#include "ir/Interpreter.h"
+#include "support/Random.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+using namespace mgc;
+using namespace mgc::ir;
+using mgc::passes::legalSignatures;
+using mgc::passes::localizeOp;
+using mgc::passes::ShardingSignature;
+
+namespace {
+
+using Ints = std::vector<int64_t>;
+
+Placement S(int64_t d) { return Placement::split(d); }
+Placement R() { return Placement::replicate(); }
+Placement P() { return Placement::partial(); }
+
+std::string sigStr(const ShardingSignature &s) {
+  std::string out = "(";
+  for (size_t i = 0; i < s.operands.size(); ++i)
+    out += (i ? ", " : "") + s.operands[i].str();
+  out += ") -> " + s.result.str();
+  if (s.scaleOperand >= 0)
+    out += " scale operand " + std::to_string(s.scaleOperand) + " dim " +
+           std::to_string(s.scaleDim);
+  return out;
+}
+
+// One logical op whose operands are all inputs of its module, with their
+// data.
+struct Case {
+  std::string name;
+  Module module;
+  Builder builder{module.graph()};
+  TensorMap args;
+  uint64_t seed = 1;
+  Op *op = nullptr;
+
+  Value *input(TensorType type, std::vector<double> data) {
+    std::string n = "x" + std::to_string(args.size());
+    Value *v = module.graph().addInput(n, type);
+    args[n] = HostTensor(type, std::move(data));
+    return v;
+  }
+  // Uniform in [lo, hi).
+  Value *rand(Shape shape, double lo = -2, double hi = 2) {
+    TensorType type(DType::F64, shape);
+    std::vector<double> data(static_cast<size_t>(type.size()));
+    uint64_t stream = hashName(name) + args.size();
+    for (size_t i = 0; i < data.size(); ++i)
+      data[i] = lo + (hi - lo) * uniform01(seed, stream, i);
+    return input(type, std::move(data));
+  }
+  Value *positive(Shape shape) { return rand(shape, 0.5, 2.5); }
+  // Integers in [0, bound): valid ids or class targets.
+  Value *ids(Shape shape, int64_t bound) {
+    TensorType type(DType::I64, shape);
+    std::vector<double> data(static_cast<size_t>(type.size()));
+    uint64_t stream = hashName(name) + args.size();
+    for (size_t i = 0; i < data.size(); ++i)
+      data[i] = static_cast<double>(randomBits(seed, stream, i) %
+                                    static_cast<uint64_t>(bound));
+    return input(type, std::move(data));
+  }
+  void make(OpKind kind, llvm::ArrayRef<Value *> operands, Attrs attrs = {}) {
+    ValueOrError r = builder.create(kind, operands, std::move(attrs));
+    INFO(name << ": " << r.error);
+    REQUIRE(r.ok());
+    op = r.value->definingOp();
+  }
+};
+
+// Evaluates the single output "out" of `m`.
+HostTensor evalOut(Module &m, Value *v, const TensorMap &args) {
+  m.graph().outputs().clear();
+  m.graph().addOutput("out", v);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  DiagnosticEngine diag(os);
+  FailureOr<TensorMap> r = interpret(m, args, diag);
+  INFO(os.str());
+  REQUIRE(r.succeeded());
+  return r->at("out");
+}
+
+// The result of `kind` on data, by the interpreter (for operands that must
+// be consistent, such as y = max(x) of max_grad).
+HostTensor evalOp(OpKind kind, const std::vector<HostTensor> &operands,
+                  Attrs attrs = {}) {
+  Module m;
+  Builder b(m.graph());
+  TensorMap args;
+  std::vector<Value *> vs;
+  for (size_t i = 0; i < operands.size(); ++i) {
+    std::string n = "a" + std::to_string(i);
+    vs.push_back(m.graph().addInput(n, operands[i].type));
+    args[n] = operands[i];
+  }
+  ValueOrError r = b.create(kind, vs, std::move(attrs));
+  REQUIRE(r.ok());
+  return evalOut(m, r.value, args);
+}
+
+using CaseFn = std::function<void(Case &)>;
+
+struct CaseDef {
+  std::string name;
+  CaseFn build;
+};
+
+Attrs shapeAttr(const char *name, Ints v) { return {{name, v}}; }
+
+std::vector<CaseDef> caseDefs() {
+  std::vector<CaseDef> defs;
+  auto add = [&](std::string name, CaseFn fn) {
+    defs.push_back({std::move(name), std::move(fn)});
+  };
+  add("constant", [](Case &c) {
+    c.make(OpKind::Constant, {},
+           {{"value", 2.5}, {"dtype", std::string("f64")}});
+  });
+  for (const char *dt : {"f64", "f32", "i64"})
+    add(std::string("cast to ") + dt, [dt](Case &c) {
+      c.make(OpKind::Cast, {c.rand({5, 4}, -40, 40)},
+             {{"dtype", std::string(dt)}});
+    });
+  for (OpKind k : {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Minimum,
+                   OpKind::Maximum, OpKind::ReluGrad, OpKind::GeluGrad,
+                   OpKind::SigmoidGrad, OpKind::TanhGrad})
+    add(opName(k).str(), [k](Case &c) {
+      c.make(k, {c.rand({5, 4}), c.rand({5, 4})});
+    });
+  add("div", [](Case &c) {
+    c.make(OpKind::Div, {c.rand({5, 4}), c.positive({5, 4})});
+  });
+  for (OpKind k : {OpKind::Neg, OpKind::Exp, OpKind::Tanh, OpKind::Relu,
+                   OpKind::Gelu, OpKind::Sigmoid, OpKind::Cos})
+    add(opName(k).str(), [k](Case &c) { c.make(k, {c.rand({4, 3, 5})}); });
+  for (OpKind k : {OpKind::Log, OpKind::Sqrt, OpKind::Rsqrt})
+    add(opName(k).str(), [k](Case &c) { c.make(k, {c.positive({5, 4})}); });
+  add("neg scalar", [](Case &c) { c.make(OpKind::Neg, {c.rand({})}); });
+  add("dropout", [](Case &c) {
+    c.make(OpKind::Dropout, {c.rand({5, 4})},
+           {{"p", 0.25}, {"seed", int64_t(7)}});
+  });
+  for (OpKind k : {OpKind::Softmax, OpKind::LogSoftmax})
+    for (int64_t axis : {-1, 0})
+      add(opName(k).str() + " axis " + std::to_string(axis),
+          [k, axis](Case &c) {
+            c.make(k, {c.rand({5, 6})}, {{"axis", axis}});
+          });
+  for (OpKind k : {OpKind::SoftmaxGrad, OpKind::LogSoftmaxGrad})
+    for (int64_t axis : {-1, 1})
+      add(opName(k).str() + " axis " + std::to_string(axis),
+          [k, axis](Case &c) {
+            c.make(k, {c.rand({4, 5, 6}), c.rand({4, 5, 6}, 0.05, 0.9)},
+                   {{"axis", axis}});
+          });
+  add("layernorm", [](Case &c) {
+    c.make(OpKind::Layernorm, {c.rand({4, 5, 6}), c.rand({6}), c.rand({6})},
+           {{"eps", 1e-5}});
+  });
+  add("layernorm_grad_x", [](Case &c) {
+    c.make(OpKind::LayernormGradX,
+           {c.rand({5, 6}), c.rand({5, 6}), c.rand({6})}, {{"eps", 1e-5}});
+  });
+  add("matmul 2d", [](Case &c) {
+    c.make(OpKind::Matmul, {c.rand({5, 6}), c.rand({6, 7})});
+  });
+  add("matmul 3d @ 2d", [](Case &c) {
+    c.make(OpKind::Matmul, {c.rand({4, 5, 6}), c.rand({6, 3})});
+  });
+  add("matmul batched", [](Case &c) {
+    c.make(OpKind::Matmul, {c.rand({4, 3, 5, 6}), c.rand({4, 3, 6, 2})});
+  });
+  add("embedding", [](Case &c) {
+    c.make(OpKind::Embedding, {c.rand({7, 4}), c.ids({4, 5}, 7)});
+  });
+  add("embedding_grad", [](Case &c) {
+    c.make(OpKind::EmbeddingGrad, {c.rand({4, 5, 3}), c.ids({4, 5}, 7)},
+           {{"rows", int64_t(7)}});
+  });
+  add("reshape merge", [](Case &c) {
+    c.make(OpKind::Reshape, {c.rand({4, 6})}, shapeAttr("shape", {24}));
+  });
+  add("reshape split", [](Case &c) {
+    c.make(OpKind::Reshape, {c.rand({24})}, shapeAttr("shape", {4, 6}));
+  });
+  add("reshape regroup", [](Case &c) {
+    c.make(OpKind::Reshape, {c.rand({6, 4, 5})},
+           shapeAttr("shape", {3, 2, 20}));
+  });
+  add("reshape ones", [](Case &c) {
+    c.make(OpKind::Reshape, {c.rand({4, 1, 6})}, shapeAttr("shape", {4, 6, 1}));
+  });
+  add("reshape heads", [](Case &c) {
+    c.make(OpKind::Reshape, {c.rand({4, 5, 6})},
+           shapeAttr("shape", {4, 5, 3, 2}));
+  });
+  add("transpose", [](Case &c) {
+    c.make(OpKind::Transpose, {c.rand({4, 5, 6})},
+           shapeAttr("perm", {2, 0, 1}));
+  });
+  add("slice", [](Case &c) {
+    c.make(OpKind::Slice, {c.rand({5, 6})},
+           {{"axis", int64_t(1)}, {"start", int64_t(1)}, {"end", int64_t(4)}});
+  });
+  for (int64_t axis : {0, 1})
+    add("concat axis " + std::to_string(axis), [axis](Case &c) {
+      c.make(OpKind::Concat, {c.rand({5, 4}), c.rand({5, 4}), c.rand({5, 4})},
+             {{"axis", axis}});
+    });
+  add("broadcast row", [](Case &c) {
+    c.make(OpKind::Broadcast, {c.rand({6})}, shapeAttr("shape", {5, 6}));
+  });
+  add("broadcast column", [](Case &c) {
+    c.make(OpKind::Broadcast, {c.rand({5, 1})}, shapeAttr("shape", {5, 6}));
+  });
+  add("broadcast rank 3", [](Case &c) {
+    c.make(OpKind::Broadcast, {c.rand({1, 6})}, shapeAttr("shape", {4, 5, 6}));
+  });
+  add("broadcast scalar", [](Case &c) {
+    c.make(OpKind::Broadcast, {c.rand({})}, shapeAttr("shape", {4, 5}));
+  });
+  for (OpKind k : {OpKind::Sum, OpKind::Mean, OpKind::Max})
+    for (bool keep : {false, true}) {
+      add(opName(k).str() + " axes [1]" + (keep ? " keepdims" : ""),
+          [k, keep](Case &c) {
+            c.make(k, {c.rand({4, 5, 6})},
+                   {{"axes", Ints{1}}, {"keepdims", keep}});
+          });
+      add(opName(k).str() + " axes [0, 2]" + (keep ? " keepdims" : ""),
+          [k, keep](Case &c) {
+            c.make(k, {c.rand({4, 5, 6})},
+                   {{"axes", Ints{0, -1}}, {"keepdims", keep}});
+          });
+    }
+  add("cross_entropy", [](Case &c) {
+    c.make(OpKind::CrossEntropy, {c.rand({4, 5, 6}), c.ids({4, 5}, 6)});
+  });
+  add("cross_entropy_grad", [](Case &c) {
+    c.make(OpKind::CrossEntropyGrad,
+           {c.rand({}), c.rand({5, 6}), c.ids({5}, 6)});
+  });
+  add("mse", [](Case &c) {
+    c.make(OpKind::Mse, {c.rand({5, 4}), c.rand({5, 4})});
+  });
+  add("causal_mask", [](Case &c) {
+    c.make(OpKind::CausalMask, {c.rand({4, 3, 5, 5})});
+  });
+  add("causal_mask_grad", [](Case &c) {
+    c.make(OpKind::CausalMaskGrad, {c.rand({4, 3, 5, 5})});
+  });
+  add("attention", [](Case &c) {
+    c.make(OpKind::Attention,
+           {c.rand({4, 3, 5, 2}), c.rand({4, 3, 5, 2}), c.rand({4, 3, 5, 2})});
+  });
+  for (bool keep : {false, true})
+    add(std::string("max_grad") + (keep ? " keepdims" : ""), [keep](Case &c) {
+      Attrs attrs{{"axes", Ints{1}}, {"keepdims", keep}};
+      Value *x = c.rand({4, 5, 6});
+      HostTensor y = evalOp(OpKind::Max, {c.args.at(x->name())}, attrs);
+      Value *dy = c.rand(y.type.shape);
+      Value *yv = c.input(y.type, y.data);
+      c.make(OpKind::MaxGrad, {dy, x, yv}, attrs);
+    });
+  return defs;
+}
+
+// Rows of `t` along `dim`: [offset, offset + size).
+HostTensor sliceDim(const HostTensor &t, int64_t dim, int64_t offset,
+                    int64_t size) {
+  TensorType type = t.type;
+  type.shape[dim] = size;
+  int64_t outer = 1, inner = 1, n = t.type.shape[dim];
+  for (int64_t d = 0; d < dim; ++d)
+    outer *= t.type.shape[d];
+  for (int64_t d = dim + 1; d < t.type.rank(); ++d)
+    inner *= t.type.shape[d];
+  HostTensor out(type);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < size * inner; ++i)
+      out.data[o * size * inner + i] = t.data[(o * n + offset) * inner + i];
+  return out;
+}
+
+HostTensor concatDim(const std::vector<HostTensor> &parts, int64_t dim) {
+  TensorType type = parts.front().type;
+  type.shape[dim] = 0;
+  for (const HostTensor &p : parts)
+    type.shape[dim] += p.type.shape[dim];
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d)
+    outer *= type.shape[d];
+  for (int64_t d = dim + 1; d < type.rank(); ++d)
+    inner *= type.shape[d];
+  HostTensor out(type);
+  size_t k = 0;
+  for (int64_t o = 0; o < outer; ++o)
+    for (const HostTensor &p : parts) {
+      int64_t chunk = p.type.shape[dim] * inner;
+      for (int64_t i = 0; i < chunk; ++i)
+        out.data[k++] = p.data[o * chunk + i];
+    }
+  return out;
+}
+
+// Partial values that add up to `t` over `n` devices: random ones for all
+// but device 0, which holds the rest.
+std::vector<HostTensor> partialParts(const HostTensor &t, int64_t n,
+                                     uint64_t stream) {
+  std::vector<HostTensor> parts(n, HostTensor(t.type));
+  parts[0] = t;
+  for (int64_t k = 1; k < n; ++k)
+    for (size_t i = 0; i < t.data.size(); ++i) {
+      double r = 6 * uniform01(99, stream + k, i) - 3;
+      if (isInteger(t.type.dtype))
+        r = std::round(r);
+      parts[k].data[i] = r;
+      parts[0].data[i] -= r;
+    }
+  return parts;
+}
+
+// Whether `actual` equals `expected` to a relative 1e-9; the first
+// difference in `why`.
+bool close(const HostTensor &actual, const HostTensor &expected,
+           std::string &why) {
+  if (actual.type != expected.type) {
+    why = "type " + actual.type.str() + " vs " + expected.type.str();
+    return false;
+  }
+  for (size_t i = 0; i < actual.data.size(); ++i) {
+    double a = actual.data[i], e = expected.data[i];
+    if (a == e)
+      continue;
+    if (!(std::fabs(a - e) <= 1e-9 * std::max(1.0, std::fabs(e)))) {
+      why = "element " + std::to_string(i) + ": " + std::to_string(a) + " vs " +
+            std::to_string(e);
+      return false;
+    }
+  }
+  return true;
+}
+
+const MeshAxis kAxes[] = {{"tp", 2, {}}, {"tp", 3, {}}, {"tp", 2, {3, 1}}};
+
+std::string axisStr(const MeshAxis &a) { return Mesh({a}).str(); }
+
+// Runs `sig` of the case's op on every device of `axis` and compares the
+// combined result with `expected`. Returns false with a message if not.
+bool checkSignature(Case &c, const MeshAxis &axis, const ShardingSignature &sig,
+                    const HostTensor &expected, std::string &why) {
+  const Op &op = *c.op;
+  Mesh mesh({axis});
+  auto sharding = [&](Placement p) { return Sharding{{axis.name, p}}; };
+  if (sig.operands.size() != op.numOperands()) {
+    why = "signature has " + std::to_string(sig.operands.size()) + " operands";
+    return false;
+  }
+  // Partial parts of each partial operand, drawn once for all devices.
+  std::vector<std::vector<HostTensor>> partials(op.numOperands());
+  for (unsigned i = 0; i < op.numOperands(); ++i)
+    if (sig.operands[i].isPartial())
+      partials[i] = partialParts(c.args.at(op.operand(i)->name()), axis.size,
+                                 hashName(c.name) + 17 * i);
+
+  std::vector<HostTensor> results;
+  for (int64_t k = 0; k < axis.size; ++k) {
+    Module local;
+    Builder b(local.graph());
+    TensorMap args;
+    std::vector<Value *> operands;
+    std::vector<TensorType> localTypes;
+    for (unsigned i = 0; i < op.numOperands(); ++i) {
+      const HostTensor &whole = c.args.at(op.operand(i)->name());
+      Placement p = sig.operands[i];
+      HostTensor part = whole;
+      if (p.isSplit()) {
+        int64_t n = whole.type.shape[p.dim];
+        part = sliceDim(whole, p.dim, splitOffset(n, axis, k),
+                        splitSizes(n, axis)[k]);
+        if (part.type != localType(whole.type, sharding(p), mesh, {k})) {
+          why = "localType disagrees with the part of operand " +
+                std::to_string(i);
+          return false;
+        }
+      } else if (p.isPartial()) {
+        part = partials[i][k];
+      }
+      std::string n = "in" + std::to_string(i);
+      operands.push_back(local.graph().addInput(n, part.type));
+      localTypes.push_back(part.type);
+      args[n] = part;
+    }
+    TensorType localResult =
+        localType(op.type(), sharding(sig.result), mesh, {k});
+    double scale = 1;
+    if (sig.scaleOperand >= 0)
+      scale = static_cast<double>(
+                  localTypes[sig.scaleOperand].shape[sig.scaleDim]) /
+              op.operand(sig.scaleOperand)->type().shape[sig.scaleDim];
+    ValueOrError r = localizeOp(b, op, operands, localResult, scale);
+    if (!r.ok()) {
+      why = "device " + std::to_string(k) + ": " + r.error;
+      return false;
+    }
+    results.push_back(evalOut(local, r.value, args));
+  }
+
+  if (sig.result.isSplit())
+    return close(concatDim(results, sig.result.dim), expected, why);
+  if (sig.result.isPartial()) {
+    HostTensor sum = results[0];
+    for (size_t k = 1; k < results.size(); ++k)
+      for (size_t i = 0; i < sum.data.size(); ++i)
+        sum.data[i] += results[k].data[i];
+    return close(sum, expected, why);
+  }
+  for (size_t k = 0; k < results.size(); ++k)
+    if (!close(results[k], expected, why)) {
+      why = "device " + std::to_string(k) + ": " + why;
+      return false;
+    }
+  return true;
+}
+
+} // namespace
+
+TEST_CASE("sharding rules: every listed signature computes the logical op") {
+  std::set<OpKind> covered;
+  size_t checked = 0;
+  for (const CaseDef &def : caseDefs()) {
+    auto c = std::make_unique<Case>();
+    c->name = def.name;
+    def.build(*c);
+    REQUIRE(c->op);
+    covered.insert(c->op->kind());
+    HostTensor expected = evalOut(c->module, c->op->result(), c->args);
+    for (const MeshAxis &axis : kAxes) {
+      llvm::SmallVector<ShardingSignature, 8> sigs =
+          legalSignatures(*c->op, axis);
+      // Every rule but dropout's and the constant's lists more than all-R.
+      bool mayBeEmpty =
+          c->op->kind() == OpKind::Dropout || c->op->kind() == OpKind::Constant;
+      INFO(def.name << " on " << axisStr(axis));
+      CHECK((mayBeEmpty || sigs.size() > 1));
+      REQUIRE(!sigs.empty());
+      CHECK(sigs.back() == ShardingSignature{llvm::SmallVector<Placement, 3>(
+                                                 c->op->numOperands(), R()),
+                                             R()});
+      for (const ShardingSignature &sig : sigs) {
+        INFO("signature " << sigStr(sig));
+        for (const Placement &p : sig.operands)
+          if (p.isSplit())
+            CHECK(p.dim >= 0);
+        std::string why;
+        CHECK_MESSAGE(checkSignature(*c, axis, sig, expected, why), why);
+        ++checked;
+      }
+    }
+  }
+  for (const OpInfo &info : allOpInfos())
+    if (!info.has(kCollective) && info.kind != OpKind::LocalSplit) {
+      INFO("op kind without a case: " << info.name.str());
+      CHECK(covered.count(info.kind) == 1);
+    }
+  CHECK(checked > 300);
+}
+
+namespace {
+
+// The signatures of one op built on inputs of the given types.
+struct OneOp {
+  Module module;
+  Builder builder{module.graph()};
+  Op *op = nullptr;
+
+  OneOp(OpKind kind, std::vector<TensorType> types, Attrs attrs = {}) {
+    std::vector<Value *> operands;
+    for (size_t i = 0; i < types.size(); ++i)
+      operands.push_back(
+          module.graph().addInput("x" + std::to_string(i), types[i]));
+    ValueOrError r = builder.create(kind, operands, std::move(attrs));
+    INFO(r.error);
+    REQUIRE(r.ok());
+    op = r.value->definingOp();
+  }
+  std::vector<std::string> sigs(const MeshAxis &axis) const {
+    std::vector<std::string> out;
+    for (const ShardingSignature &s : legalSignatures(*op, axis))
+      out.push_back(sigStr(s));
+    return out;
+  }
+};
+
+using Strings = std::vector<std::string>;
+
+TensorType f32(Shape shape) { return TensorType(DType::F32, shape); }
+TensorType f64(Shape shape) { return TensorType(DType::F64, shape); }
+
+const MeshAxis kTwo{"tp", 2, {}};
+const MeshAxis kThree{"tp", 3, {}};
+const MeshAxis kWeighted{"tp", 2, {3, 1}};
+
+bool listed(const Strings &sigs, const std::string &sig) {
+  return std::find(sigs.begin(), sigs.end(), sig) != sigs.end();
+}
+
+} // namespace
+
+TEST_CASE("sharding rules: every op kind has a rule; collectives list none") {
+  for (const OpInfo &info : allOpInfos()) {
+    INFO(info.name.str());
+    bool hasRule = passes::shardingRule(info.kind) != nullptr;
+    CHECK(hasRule);
+  }
+  OneOp reduce(OpKind::AllReduce, {f32({4, 6})}, {{"axis", std::string("tp")}});
+  CHECK(reduce.sigs(kTwo) == Strings{"(R) -> R"});
+  OneOp constant(OpKind::Constant, {},
+                 {{"value", 1.0}, {"dtype", std::string("f32")}});
+  CHECK(constant.sigs(kTwo) == Strings{"() -> R"});
+}
+
+TEST_CASE("sharding rules: matmul lists rows, columns, contraction, partials") {
+  OneOp mm(OpKind::Matmul, {f32({8, 6}), f32({6, 4})});
+  CHECK(mm.sigs(kTwo) == Strings{"(S0, R) -> S0", "(R, S1) -> S1",
+                                 "(S1, S0) -> P", "(P, R) -> P", "(R, P) -> P",
+                                 "(R, R) -> R"});
+  // N = 2 cannot split in three.
+  OneOp narrow(OpKind::Matmul, {f32({8, 6}), f32({6, 2})});
+  CHECK(narrow.sigs(kThree) == Strings{"(S0, R) -> S0", "(S1, S0) -> P",
+                                       "(P, R) -> P", "(R, P) -> P",
+                                       "(R, R) -> R"});
+  // A batched b splits its batch dimension with a's.
+  OneOp batched(OpKind::Matmul, {f32({4, 8, 6}), f32({4, 6, 4})});
+  Strings b = batched.sigs(kTwo);
+  CHECK(listed(b, "(S0, S0) -> S0"));
+  CHECK_FALSE(listed(b, "(S0, R) -> S0"));
+  CHECK(listed(b, "(S1, R) -> S1"));
+  CHECK(listed(b, "(R, S2) -> S2"));
+  CHECK(listed(b, "(S2, S1) -> P"));
+}
+
+TEST_CASE("sharding rules: reshape splits only whole rows of the same parts") {
+  OneOp merge(OpKind::Reshape, {f32({4, 6})}, {{"shape", Ints{24}}});
+  CHECK(merge.sigs(kTwo) == Strings{"(S0) -> S0", "(P) -> P", "(R) -> R"});
+  // 4 in three parts is 2, 1, 1 rows: 12, 6, 6 elements, not the 8, 8, 8
+  // that S0 of [24] means.
+  CHECK_FALSE(listed(merge.sigs(kThree), "(S0) -> S0"));
+  // Weighted [3, 1]: 3 and 1 rows are 18 and 6, the parts of 24.
+  CHECK(listed(merge.sigs(kWeighted), "(S0) -> S0"));
+
+  OneOp unmerge(OpKind::Reshape, {f32({24})}, {{"shape", Ints{4, 6}}});
+  CHECK(listed(unmerge.sigs(kTwo), "(S0) -> S0"));
+  // Parts of 8 elements are not whole rows of 6.
+  CHECK(unmerge.sigs(kThree) == Strings{"(P) -> P", "(R) -> R"});
+
+  // The inner dimension of a merged group is not the outermost: no split.
+  OneOp inner(OpKind::Reshape, {f32({4, 6})}, {{"shape", Ints{24}}});
+  CHECK_FALSE(listed(inner.sigs(kTwo), "(S1) -> S0"));
+  // Dimensions of size 1 do not hide the split after them.
+  OneOp ones(OpKind::Reshape, {f32({4, 1, 6})}, {{"shape", Ints{4, 6}}});
+  CHECK(ones.sigs(kTwo) ==
+        Strings{"(S0) -> S0", "(S2) -> S1", "(P) -> P", "(R) -> R"});
+  // Splitting heads keeps the batch split and moves the hidden one.
+  OneOp heads(OpKind::Reshape, {f32({4, 5, 6})}, {{"shape", Ints{4, 5, 3, 2}}});
+  CHECK(heads.sigs(kThree) == Strings{"(S0) -> S0", "(S1) -> S1", "(S2) -> S2",
+                                      "(P) -> P", "(R) -> R"});
+}
+
+TEST_CASE("sharding rules: broadcast splits new and kept dimensions") {
+  OneOp row(OpKind::Broadcast, {f32({6})}, {{"shape", Ints{5, 6}}});
+  CHECK(row.sigs(kTwo) ==
+        Strings{"(S0) -> S1", "(R) -> S0", "(P) -> P", "(R) -> R"});
+  OneOp col(OpKind::Broadcast, {f32({5, 1})}, {{"shape", Ints{5, 6}}});
+  CHECK(col.sigs(kTwo) ==
+        Strings{"(S0) -> S0", "(R) -> S1", "(P) -> P", "(R) -> R"});
+}
+
+TEST_CASE("sharding rules: no empty parts") {
+  OneOp small(OpKind::Add, {f32({2, 5}), f32({2, 5})});
+  CHECK(small.sigs(kTwo).front() == "(S0, S0) -> S0");
+  CHECK(small.sigs(kThree).front() == "(S1, S1) -> S1");
+  // [3, 1] of 2 is 2 and 0.
+  CHECK(small.sigs(kWeighted).front() == "(S1, S1) -> S1");
+  OneOp one(OpKind::Neg, {f32({1})});
+  CHECK(one.sigs(kTwo) == Strings{"(P) -> P", "(R) -> R"});
+}
+
+TEST_CASE("sharding rules: partial sums only through linear ops") {
+  OneOp mean(OpKind::Mean, {f32({4, 6})},
+             {{"axes", Ints{1}}, {"keepdims", false}});
+  CHECK(mean.sigs(kTwo) == Strings{"(S0) -> S0",
+                                   "(S1) -> P scale operand 0 dim 1",
+                                   "(P) -> P", "(R) -> R"});
+  OneOp max(OpKind::Max, {f32({4, 6})},
+            {{"axes", Ints{1}}, {"keepdims", true}});
+  CHECK(max.sigs(kTwo) == Strings{"(S0) -> S0", "(R) -> R"});
+  OneOp dropout(OpKind::Dropout, {f32({4, 6})},
+                {{"p", 0.5}, {"seed", int64_t(1)}});
+  CHECK(dropout.sigs(kTwo) == Strings{"(R) -> R"});
+  OneOp exp(OpKind::Exp, {f32({4, 6})});
+  CHECK(exp.sigs(kTwo) == Strings{"(S0) -> S0", "(S1) -> S1", "(R) -> R"});
+  OneOp narrowing(OpKind::Cast, {f64({4})}, {{"dtype", std::string("f32")}});
+  CHECK(narrowing.sigs(kTwo) == Strings{"(S0) -> S0", "(R) -> R"});
+  OneOp widening(OpKind::Cast, {f32({4})}, {{"dtype", std::string("f64")}});
+  CHECK(widening.sigs(kTwo) == Strings{"(S0) -> S0", "(P) -> P", "(R) -> R"});
+  OneOp toInt(OpKind::Cast, {f32({4})}, {{"dtype", std::string("i32")}});
+  CHECK_FALSE(listed(toInt.sigs(kTwo), "(P) -> P"));
+  OneOp ce(OpKind::CrossEntropy, {f32({4, 6}), TensorType(DType::I32, {4})});
+  CHECK(ce.sigs(kTwo) ==
+        Strings{"(S0, S0) -> P scale operand 1 dim 0", "(R, R) -> R"});
+  OneOp emb(OpKind::Embedding, {f32({10, 4}), TensorType(DType::I32, {6})});
+  // No vocabulary split (S0 of the table).
+  CHECK(emb.sigs(kTwo) == Strings{"(R, S0) -> S0", "(S1, R) -> S1",
+                                  "(P, R) -> P", "(R, R) -> R"});
+}
+
+TEST_CASE("sharding rules: localizeOp rewrites shapes, scales, keeps place") {
+  OneOp bc(OpKind::Broadcast, {f32({6})}, {{"shape", Ints{5, 6}}});
+  bc.op->setScope("blocks.0.mlp");
+  Module local;
+  Builder b(local.graph());
+  b.setScope("elsewhere");
+  Value *x = local.graph().addInput("x", f32({6}));
+  ValueOrError r = localizeOp(b, *bc.op, {x}, f32({3, 6}), 1.0);
+  INFO(r.error);
+  REQUIRE(r.ok());
+  CHECK(r.value->type() == f32({3, 6}));
+  CHECK(r.value->definingOp()->attrs().getInts("shape") == Ints{3, 6});
+  CHECK(r.value->definingOp()->scope() == "blocks.0.mlp");
+  CHECK(b.scope() == "elsewhere");
+
+  OneOp grad(OpKind::EmbeddingGrad, {f32({4, 6}), TensorType(DType::I32, {4})},
+             {{"rows", int64_t(10)}});
+  Value *dy = local.graph().addInput("dy", f32({4, 3}));
+  Value *ids = local.graph().addInput("ids", TensorType(DType::I32, {4}));
+  ValueOrError g = localizeOp(b, *grad.op, {dy, ids}, f32({10, 3}), 1.0);
+  INFO(g.error);
+  REQUIRE(g.ok());
+  CHECK(g.value->type() == f32({10, 3}));
+
+  // A scale multiplies by a constant broadcast to the result.
+  OneOp mean(OpKind::Mean, {f64({4, 6})},
+             {{"axes", Ints{1}}, {"keepdims", false}});
+  Value *part = local.graph().addInput("part", f64({4, 2}));
+  ValueOrError m = localizeOp(b, *mean.op, {part}, f64({4}), 1.0 / 3);
+  INFO(m.error);
+  REQUIRE(m.ok());
+  CHECK(m.value->definingOp()->kind() == OpKind::Mul);
+  TensorMap args;
+  args["part"] = HostTensor(f64({4, 2}), {1, 2, 3, 4, 5, 6, 7, 8});
+  for (const char *n : {"x", "dy", "ids"})
+    args[n] = HostTensor(local.graph().findArgument(n)->type());
+  HostTensor out = evalOut(local, m.value, args);
+  std::vector<double> expected{1.5 / 3, 3.5 / 3, 5.5 / 3, 7.5 / 3};
+  for (size_t i = 0; i < 4; ++i)
+    CHECK(out.data[i] == doctest::Approx(expected[i]).epsilon(1e-15));
+
+  // A wrong local type is an error, not a wrong program.
+  ValueOrError bad = localizeOp(b, *mean.op, {part}, f64({2}), 1.0);
+  CHECK_FALSE(bad.ok());
+  CHECK(bad.error == "localized mean has type f64[4], expected f64[2]");
+  ValueOrError arity = localizeOp(b, *mean.op, {part, part}, f64({4}), 1.0);
+  CHECK_FALSE(arity.ok());
+  CHECK(arity.error.find("cannot localize mean") == 0);
+}
