@@ -79,11 +79,15 @@ void ruleElementwise(const ir::Op &op, const ir::MeshAxis &axis,
     out.push_back(sig({R(), P()}, P()));
     break;
   case ir::OpKind::Div:
+    // Integer division truncates each part: not linear.
+    if (ir::isFloat(t.dtype))
+      out.push_back(sig({P(), R()}, P()));
+    break;
   case ir::OpKind::ReluGrad:
   case ir::OpKind::GeluGrad:
   case ir::OpKind::SigmoidGrad:
   case ir::OpKind::TanhGrad:
-    // Linear in the first operand (the numerator, or dy).
+    // Linear in dy.
     out.push_back(sig({P(), R()}, P()));
     break;
   case ir::OpKind::Cast:
@@ -247,6 +251,9 @@ void ruleReduce(const ir::Op &op, const ir::MeshAxis &axis, Signatures &out) {
   if (isMax)
     return;
   bool isMean = op.kind() == ir::OpKind::Mean;
+  // An integer mean truncates each device's quotient.
+  if (isMean && !ir::isFloat(op.type().dtype))
+    return;
   for (int64_t d : axes)
     if (splittable(x.shape[d], axis))
       out.push_back(isMean ? sig({S(d)}, P(), 0, d) : sig({S(d)}, P()));

@@ -80,6 +80,13 @@ struct Case {
                                     static_cast<uint64_t>(bound));
     return input(type, std::move(data));
   }
+  // Integers in [lo, hi).
+  Value *intsIn(Shape shape, int64_t lo, int64_t hi) {
+    Value *v = ids(shape, hi - lo);
+    for (double &x : args.at(v->name()).data)
+      x += static_cast<double>(lo);
+    return v;
+  }
   void make(OpKind kind, llvm::ArrayRef<Value *> operands, Attrs attrs = {}) {
     ValueOrError r = builder.create(kind, operands, std::move(attrs));
     INFO(name << ": " << r.error);
@@ -156,6 +163,16 @@ std::vector<CaseDef> caseDefs() {
     add(opName(k).str(), [k](Case &c) { c.make(k, {c.rand({4, 3, 5})}); });
   for (OpKind k : {OpKind::Log, OpKind::Sqrt, OpKind::Rsqrt})
     add(opName(k).str(), [k](Case &c) { c.make(k, {c.positive({5, 4})}); });
+  // Integer arithmetic: a truncating division or mean is not linear.
+  for (OpKind k : {OpKind::Add, OpKind::Mul, OpKind::Div})
+    add(opName(k).str() + " i64", [k](Case &c) {
+      c.make(k, {c.intsIn({5, 4}, -50, 50), c.intsIn({5, 4}, 1, 7)});
+    });
+  for (OpKind k : {OpKind::Sum, OpKind::Mean})
+    add(opName(k).str() + " i64", [k](Case &c) {
+      c.make(k, {c.intsIn({5, 4}, -50, 50)},
+             {{"axes", Ints{1}}, {"keepdims", false}});
+    });
   add("neg scalar", [](Case &c) { c.make(OpKind::Neg, {c.rand({})}); });
   add("dropout", [](Case &c) {
     c.make(OpKind::Dropout, {c.rand({5, 4})},
