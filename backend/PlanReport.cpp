@@ -1,0 +1,479 @@
+// The partition plan report model: parameters and their shards, the
+// communication ops with their phase, the value they move and the bytes
+// each device sends, and the memory of every device. Computed once; the
+// printers (PlanPrint.cpp, PlanJson.cpp) only format it.
+#include "backend/PlanReport.h"
+
+#include "backend/MemoryPlan.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <deque>
+
+namespace mgc::backend {
+
+llvm::StringRef planPhaseName(PlanPhase phase) {
+  switch (phase) {
+  case PlanPhase::Forward:
+    return "forward";
+  case PlanPhase::Backward:
+    return "backward";
+  case PlanPhase::Optimizer:
+    return "optimizer";
+  case PlanPhase::Step:
+    return "step";
+  }
+  return "step";
+}
+
+uint64_t PlanComm::maxBytes() const {
+  uint64_t m = 0;
+  for (uint64_t b : bytesByDevice)
+    m = std::max(m, b);
+  return m;
+}
+
+size_t PlanReport::numCollectives() const {
+  return llvm::count_if(comms, [](const PlanComm &c) { return c.collective; });
+}
+
+uint64_t PlanReport::maxCommBytesPerDevice() const {
+  uint64_t m = 0;
+  for (const PlanDeviceMemory &d : devices)
+    m = std::max(m, d.commBytes);
+  return m;
+}
+
+uint64_t PlanReport::maxTotalBytes() const {
+  uint64_t m = 0;
+  for (const PlanDeviceMemory &d : devices)
+    m = std::max(m, d.total());
+  return m;
+}
+
+uint64_t commBytes(ir::OpKind kind, int64_t n, uint64_t operandBytes,
+                   uint64_t resultBytes) {
+  if (n <= 1)
+    return 0;
+  // 128-bit products: a large tensor times 2(n-1) must not wrap.
+  using U = unsigned __int128;
+  U k = static_cast<U>(n - 1);
+  U bytes = 0;
+  switch (kind) {
+  case ir::OpKind::AllReduce:
+    bytes = 2 * k * operandBytes / static_cast<U>(n);
+    break;
+  case ir::OpKind::ReduceScatter:
+  case ir::OpKind::AllToAll:
+    bytes = k * operandBytes / static_cast<U>(n);
+    break;
+  case ir::OpKind::AllGather:
+    bytes = k * resultBytes / static_cast<U>(n);
+    break;
+  default:
+    return 0;
+  }
+  return static_cast<uint64_t>(bytes);
+}
+
+std::string formatBytes(uint64_t bytes) {
+  if (bytes < 1024)
+    return std::to_string(bytes) + " B";
+  static const char *units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double v = static_cast<double>(bytes) / 1024.0;
+  size_t u = 0;
+  // Move up a unit when the value would print as 1024.0 or more.
+  while (v >= 1023.95 && u + 1 < std::size(units)) {
+    v /= 1024.0;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
+  return buf;
+}
+
+namespace {
+
+bool isCommOp(const ir::Op &op) {
+  return op.info().has(ir::kCollective) || op.kind() == ir::OpKind::LocalSplit;
+}
+
+// Attribute readers that tolerate a module the verifier has not seen.
+int64_t intAttr(const ir::Op &op, llvm::StringRef name, int64_t dflt) {
+  if (const ir::AttrValue *v = op.attrs().find(name))
+    if (const int64_t *i = std::get_if<int64_t>(v))
+      return *i;
+  return dflt;
+}
+
+std::string stringAttr(const ir::Op &op, llvm::StringRef name) {
+  if (const ir::AttrValue *v = op.attrs().find(name))
+    if (const std::string *s = std::get_if<std::string>(v))
+      return *s;
+  return {};
+}
+
+// The placement change a communication op makes by its definition.
+std::pair<ir::Placement, ir::Placement> definedChange(const ir::Op &op) {
+  using ir::Placement;
+  switch (op.kind()) {
+  case ir::OpKind::AllReduce:
+    return {Placement::partial(), Placement::replicate()};
+  case ir::OpKind::ReduceScatter:
+    return {Placement::partial(), Placement::split(intAttr(op, "dim", 0))};
+  case ir::OpKind::AllGather:
+    return {Placement::split(intAttr(op, "dim", 0)), Placement::replicate()};
+  case ir::OpKind::AllToAll:
+    return {Placement::split(intAttr(op, "from", 0)),
+            Placement::split(intAttr(op, "to", 0))};
+  default: // local_split
+    return {Placement::replicate(), Placement::split(intAttr(op, "dim", 0))};
+  }
+}
+
+std::string argumentWord(ir::ValueKind kind) {
+  switch (kind) {
+  case ir::ValueKind::Input:
+    return "input";
+  case ir::ValueKind::Param:
+    return "param";
+  case ir::ValueKind::State:
+    return "state";
+  case ir::ValueKind::Result:
+    break;
+  }
+  return "value";
+}
+
+// Facts about the sharded module that several parts of the report use.
+class ModuleFacts {
+public:
+  explicit ModuleFacts(const ir::Graph &g) : g_(g) {
+    size_t i = 0;
+    for (const auto &op : g.ops())
+      index_[op.get()] = i++;
+    for (const auto &op : g.ops())
+      for (const ir::Value *v : op->operands())
+        if (v)
+          users_[v].push_back(op.get());
+    for (const ir::Update &u : g.updates())
+      if (u.target && u.value && u.target->kind() == ir::ValueKind::Param)
+        paramUpdatedBy_[u.value].push_back(u.target);
+    for (const ir::Output &o : g.outputs()) {
+      llvm::StringRef name(o.name);
+      if (o.value && name.consume_front("grad.")) {
+        const ir::Value *p = g.findArgument(name);
+        if (p && p->kind() == ir::ValueKind::Param)
+          gradOutputOf_[o.value] = p->name();
+      }
+    }
+    computePhases();
+  }
+
+  size_t indexOf(const ir::Op *op) const { return index_.lookup(op); }
+  PlanPhase phaseOf(const ir::Op *op) const {
+    auto it = phase_.find(op);
+    return it == phase_.end() ? PlanPhase::Step : it->second;
+  }
+
+  // The value a communication op moves, looking through the communication
+  // ops before it.
+  const ir::Value *origin(const ir::Value *v) const {
+    while (v && v->definingOp() && isCommOp(*v->definingOp()) &&
+           v->definingOp()->numOperands() > 0)
+      v = v->definingOp()->operand(0);
+    return v;
+  }
+
+  std::string describe(const ir::Value *v) const {
+    if (!v)
+      return "?";
+    if (v->isArgument())
+      return argumentWord(v->kind()) + " " + v->name();
+    const ir::Op *op = v->definingOp();
+    return op->name().str() + " %" + std::to_string(indexOf(op));
+  }
+
+  // The parameter whose new value `v` is, following a chain of
+  // communication ops that are its only use.
+  std::string updateOf(const ir::Value *v) const {
+    for (unsigned hops = 0; v && hops < 16; ++hops) {
+      auto it = paramUpdatedBy_.find(v);
+      if (it != paramUpdatedBy_.end() && it->second.size() == 1)
+        return it->second.front()->name();
+      auto u = users_.find(v);
+      if (u == users_.end() || u->second.size() != 1 ||
+          !isCommOp(*u->second.front()))
+        return {};
+      v = u->second.front()->result();
+    }
+    return {};
+  }
+
+  // The parameter whose gradient the communication op `op` moves: an
+  // output `grad.P` names it, or else it is inferred as the parameter of
+  // the same logical type whose update is the nearest in the data flow
+  // (the gradient feeds its own parameter's update in a few ops; others
+  // only through the gradient norm or not at all). Empty when no such
+  // parameter exists or two are equally near.
+  std::string gradientOf(const ir::Op &op) const {
+    const ir::Value *operand = op.numOperands() ? op.operand(0) : nullptr;
+    for (const ir::Value *v : {op.result(), operand, origin(operand)}) {
+      auto it = gradOutputOf_.find(v);
+      if (v && it != gradOutputOf_.end())
+        return it->second;
+    }
+    const ir::TensorType &type = op.type();
+    llvm::DenseSet<const ir::Value *> seen;
+    std::vector<const ir::Value *> level{op.result()};
+    seen.insert(op.result());
+    while (!level.empty()) {
+      llvm::SmallVector<std::string, 2> found;
+      for (const ir::Value *v : level) {
+        auto it = paramUpdatedBy_.find(v);
+        if (it == paramUpdatedBy_.end())
+          continue;
+        for (const ir::Value *p : it->second)
+          if (p->type() == type && !llvm::is_contained(found, p->name()))
+            found.push_back(p->name());
+      }
+      if (!found.empty())
+        return found.size() == 1 ? found.front() : std::string();
+      std::vector<const ir::Value *> next;
+      for (const ir::Value *v : level) {
+        auto u = users_.find(v);
+        if (u == users_.end())
+          continue;
+        for (const ir::Op *user : u->second)
+          if (seen.insert(user->result()).second)
+            next.push_back(user->result());
+      }
+      level = std::move(next);
+    }
+    return {};
+  }
+
+private:
+  // Forward: the loss depends on the op. Optimizer: the op depends on a
+  // state argument, or comes after the first op that does (the optimizer
+  // pass appends the update after the backward, so a local split of a
+  // parameter just before its update counts as optimizer). Backward: the
+  // rest. Without a loss: Step.
+  void computePhases() {
+    const ir::Output *loss = g_.lossOutput();
+    if (!loss || !loss->value)
+      return;
+    llvm::DenseSet<const ir::Value *> needed{loss->value};
+    for (auto it = g_.ops().rbegin(); it != g_.ops().rend(); ++it)
+      if (needed.count((*it)->result()))
+        for (const ir::Value *v : (*it)->operands())
+          needed.insert(v);
+    llvm::DenseSet<const ir::Value *> fromState;
+    bool optimizerStarted = false;
+    for (const auto &op : g_.ops()) {
+      bool depends = llvm::any_of(op->operands(), [&](const ir::Value *v) {
+        return v && (v->kind() == ir::ValueKind::State || fromState.count(v));
+      });
+      if (depends)
+        fromState.insert(op->result());
+      bool forward = needed.count(op->result()) != 0;
+      optimizerStarted |= depends && !forward;
+      phase_[op.get()] = forward            ? PlanPhase::Forward
+                         : optimizerStarted ? PlanPhase::Optimizer
+                                            : PlanPhase::Backward;
+    }
+  }
+
+  const ir::Graph &g_;
+  llvm::DenseMap<const ir::Op *, size_t> index_;
+  llvm::DenseMap<const ir::Value *, llvm::SmallVector<const ir::Op *, 2>>
+      users_;
+  llvm::DenseMap<const ir::Value *, llvm::SmallVector<const ir::Value *, 1>>
+      paramUpdatedBy_;
+  llvm::DenseMap<const ir::Value *, std::string> gradOutputOf_;
+  llvm::DenseMap<const ir::Op *, PlanPhase> phase_;
+};
+
+// The mesh: the module's `mesh` attribute, else the programs' mesh.
+ir::Mesh chooseMesh(const ir::Module &sharded,
+                    const passes::DevicePrograms &programs,
+                    std::vector<std::string> &notes) {
+  const ir::AttrValue *attr = sharded.attrs().find(ir::kMeshAttr);
+  const std::string *text = attr ? std::get_if<std::string>(attr) : nullptr;
+  if (!text)
+    return programs.mesh;
+  std::string error;
+  std::optional<ir::Mesh> mesh = ir::Mesh::parse(*text, error);
+  if (!mesh) {
+    notes.push_back("the module's mesh \"" + *text + "\" is not valid (" +
+                    error + "); using the programs' mesh " +
+                    programs.mesh.str());
+    return programs.mesh;
+  }
+  if (!programs.programs.empty() && !(*mesh == programs.mesh))
+    notes.push_back("the module's mesh " + mesh->str() +
+                    " differs from the programs' mesh " + programs.mesh.str());
+  return *mesh;
+}
+
+// The program of `device`, or null when there is none.
+const ir::Module *programOf(const passes::DevicePrograms &programs,
+                            int64_t device, size_t *index = nullptr) {
+  if (device < 0 || static_cast<size_t>(device) >= programs.programOf.size())
+    return nullptr;
+  size_t p = programs.programOf[device];
+  if (p >= programs.programs.size() || !programs.programs[p])
+    return nullptr;
+  if (index)
+    *index = p;
+  return programs.programs[p].get();
+}
+
+void addParams(PlanReport &r, const ir::Module &sharded,
+               const passes::DevicePrograms &programs) {
+  int64_t n = r.mesh.numDevices();
+  for (const ir::Value *p : sharded.graph().params()) {
+    PlanParam param;
+    param.name = p->name();
+    param.logical = p->type();
+    param.sharding = p->sharding();
+    for (int64_t d = 0; d < n; ++d) {
+      ir::TensorType local =
+          ir::localType(p->type(), p->sharding(), r.mesh, r.mesh.coords(d));
+      if (const ir::Module *prog = programOf(programs, d)) {
+        const ir::Value *arg = prog->graph().findArgument(p->name());
+        if (arg && arg->kind() == ir::ValueKind::Param)
+          local = arg->type();
+        else
+          r.notes.push_back("the program of device " + std::to_string(d) +
+                            " has no parameter " + p->name());
+      }
+      auto it = llvm::find(param.shards, local);
+      param.shardOfDevice.push_back(it - param.shards.begin());
+      if (it == param.shards.end())
+        param.shards.push_back(local);
+    }
+    r.params.push_back(std::move(param));
+  }
+}
+
+void addComms(PlanReport &r, const ir::Module &sharded) {
+  const ir::Graph &g = sharded.graph();
+  ModuleFacts facts(g);
+  int64_t n = r.mesh.numDevices();
+  for (const auto &opPtr : g.ops()) {
+    const ir::Op &op = *opPtr;
+    if (!isCommOp(op) || op.numOperands() != 1 || !op.operand(0))
+      continue;
+    PlanComm c;
+    c.opIndex = facts.indexOf(&op);
+    c.kind = op.kind();
+    c.axis = stringAttr(op, "axis");
+    c.collective = op.info().has(ir::kCollective);
+    c.scope = op.scope();
+    c.phase = facts.phaseOf(&op);
+    c.logical = op.type();
+    const ir::Value *operand = op.operand(0);
+    const ir::Value *moved = facts.origin(operand);
+    c.producer = facts.describe(moved);
+    if (moved && moved->definingOp())
+      c.producerScope = moved->definingOp()->scope();
+    std::string where = op.name().str() + " %" + std::to_string(c.opIndex);
+
+    // The placement change on the axis: what the values say, checked
+    // against what the op does.
+    auto [from, to] = definedChange(op);
+    c.from = from;
+    c.to = to;
+    if (const ir::Placement *p = operand->sharding().find(c.axis))
+      c.from = *p;
+    if (const ir::Placement *p = op.result()->sharding().find(c.axis))
+      c.to = *p;
+    if (c.from != from || c.to != to)
+      r.notes.push_back(where + " changes " + c.from.str() + " -> " +
+                        c.to.str() + " on " + c.axis + " but the op does " +
+                        from.str() + " -> " + to.str());
+
+    const ir::MeshAxis *axis = r.mesh.findAxis(c.axis);
+    if (!axis)
+      r.notes.push_back(where + " is on axis '" + c.axis +
+                        "', which the mesh " + r.mesh.str() + " does not have");
+    c.groupSize = axis ? axis->size : 1;
+
+    c.updateOf = facts.updateOf(op.result());
+    if (c.updateOf.empty() && c.phase != PlanPhase::Forward && c.collective)
+      c.gradientOf = facts.gradientOf(op);
+
+    for (int64_t d = 0; d < n; ++d) {
+      llvm::SmallVector<int64_t, 4> coords = r.mesh.coords(d);
+      uint64_t in = typeBytes(
+          ir::localType(operand->type(), operand->sharding(), r.mesh, coords));
+      uint64_t out = typeBytes(
+          ir::localType(op.type(), op.result()->sharding(), r.mesh, coords));
+      c.bytesByDevice.push_back(commBytes(op.kind(), c.groupSize, in, out));
+    }
+    r.comms.push_back(std::move(c));
+  }
+}
+
+void addDevices(PlanReport &r, const passes::DevicePrograms &programs,
+                llvm::ArrayRef<const Executable *> exes) {
+  int64_t n = r.mesh.numDevices();
+  for (int64_t d = 0; d < n; ++d) {
+    PlanDeviceMemory m;
+    m.device = d;
+    const ir::Module *prog = programOf(programs, d, &m.program);
+    if (!prog) {
+      r.notes.push_back("device " + std::to_string(d) + " has no program");
+    } else {
+      for (const auto &arg : prog->graph().arguments()) {
+        uint64_t b = typeBytes(arg->type());
+        if (arg->kind() == ir::ValueKind::Param)
+          m.paramBytes += b;
+        else if (arg->kind() == ir::ValueKind::State)
+          m.stateBytes += b;
+        else
+          m.inputBytes += b;
+      }
+      if (m.program < exes.size() && exes[m.program])
+        m.arenaPeak = exes[m.program]->plan.peak;
+    }
+    for (const PlanComm &c : r.comms)
+      if (static_cast<size_t>(d) < c.bytesByDevice.size())
+        m.commBytes += c.bytesByDevice[d];
+    r.devices.push_back(m);
+  }
+  if (exes.size() != programs.programs.size())
+    r.notes.push_back(std::to_string(exes.size()) + " executables for " +
+                      std::to_string(programs.programs.size()) +
+                      " programs: arena peaks are shown where known");
+}
+
+} // namespace
+
+PlanReport
+buildPlanReport(const ir::Module &sharded,
+                const passes::DevicePrograms &programs,
+                llvm::ArrayRef<const Executable *> executableOfProgram) {
+  PlanReport r;
+  r.moduleName = sharded.name();
+  r.mesh = chooseMesh(sharded, programs, r.notes);
+  r.numPrograms = programs.programs.size();
+  int64_t n = r.mesh.numDevices();
+  if (static_cast<int64_t>(programs.programOf.size()) != n)
+    r.notes.push_back("the mesh " + r.mesh.str() + " has " + std::to_string(n) +
+                      " devices but " +
+                      std::to_string(programs.programOf.size()) +
+                      " have a program");
+  addParams(r, sharded, programs);
+  addComms(r, sharded);
+  addDevices(r, programs, executableOfProgram);
+  return r;
+}
+
+} // namespace mgc::backend

@@ -1,0 +1,859 @@
+// The partition plan report on hand-written sharded modules and device
+// programs: an MLP step on dp=2 (gradients all-reduced), a tp=2 MLP with an
+// uneven hidden size (column- then row-parallel), and a dp=2,tp=2 step with
+// a reduce-scatter, a local split and an all-gather of the updated weight.
+// Checks shard shapes, bytes per device, collectives and their bytes,
+// phases, the table, the JSON and the Graphviz output.
+#include "backend/PlanReport.h"
+
+#include "backend/cpu/Kernels.h"
+#include "ir/TextParser.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/Program.h"
+
+#include <doctest/doctest.h>
+
+#include <map>
+#include <set>
+#include <string>
+
+namespace mgc::backend {
+namespace {
+
+// --- The examples ------------------------------------------------------------
+
+// dp=2: batch split, weights replicated, gradients all-reduced, SGD with
+// momentum (state).
+const char *kDpSharded = R"(
+module @mlp attributes {mesh = "dp=2"} {
+  input %x : f32[8, 4] {dp=S0}
+  input %y : i32[8] {dp=S0}
+  param %w : f32[4, 3] {dp=R} = normal(0.0, 0.02)
+  param %b : f32[3] {dp=R} = zeros
+  state %opt.m.w : f32[4, 3] {dp=R} = zeros
+  state %opt.m.b : f32[3] {dp=R} = zeros
+  %0 = matmul(%x, %w) : f32[8, 3] {dp=S0}
+  %1 = broadcast(%b) {shape = [8, 3]} : f32[8, 3] {dp=S0}
+  %2 = add(%0, %1) : f32[8, 3] {dp=S0}
+  %3 = cross_entropy(%2, %y) : f32[] {dp=P}
+  %4 = all_reduce(%3) {axis = "dp"} : f32[] {dp=R}
+  %5 = constant() {dtype = "f32", value = 1.0} : f32[] {dp=R}
+  %6 = cross_entropy_grad(%5, %2, %y) : f32[8, 3] {dp=S0}
+  %7 = sum(%6) {axes = [0], keepdims = false} : f32[3] {dp=P}
+  %8 = transpose(%x) {perm = [1, 0]} : f32[4, 8] {dp=S1}
+  %9 = matmul(%8, %6) : f32[4, 3] {dp=P} scope "head"
+  %10 = all_reduce(%9) {axis = "dp"} : f32[4, 3] {dp=R}
+  %11 = all_reduce(%7) {axis = "dp"} : f32[3] {dp=R}
+  %12 = constant() {dtype = "f32", value = 0.9} : f32[] {dp=R}
+  %13 = broadcast(%12) {shape = [4, 3]} : f32[4, 3] {dp=R}
+  %14 = mul(%opt.m.w, %13) : f32[4, 3] {dp=R}
+  %15 = add(%14, %10) : f32[4, 3] {dp=R}
+  %16 = sub(%w, %15) : f32[4, 3] {dp=R}
+  %17 = broadcast(%12) {shape = [3]} : f32[3] {dp=R}
+  %18 = mul(%opt.m.b, %17) : f32[3] {dp=R}
+  %19 = add(%18, %11) : f32[3] {dp=R}
+  %20 = sub(%b, %19) : f32[3] {dp=R}
+  output loss = %4 [loss]
+  update %w = %16
+  update %opt.m.w = %15
+  update %b = %20
+  update %opt.m.b = %19
+}
+)";
+
+const char *kDpProgram = R"(
+module @mlp attributes {devices = "0,1", mesh = "dp=2"} {
+  input %x : f32[4, 4] {dp=S0}
+  input %y : i32[4] {dp=S0}
+  param %w : f32[4, 3] {dp=R} = normal(0.0, 0.02)
+  param %b : f32[3] {dp=R} = zeros
+  state %opt.m.w : f32[4, 3] {dp=R} = zeros
+  state %opt.m.b : f32[3] {dp=R} = zeros
+  %0 = matmul(%x, %w) : f32[4, 3]
+  %1 = broadcast(%b) {shape = [4, 3]} : f32[4, 3]
+  %2 = add(%0, %1) : f32[4, 3]
+  %3 = cross_entropy(%2, %y) : f32[]
+  %4 = all_reduce(%3) {axis = "dp"} : f32[]
+  %5 = constant() {dtype = "f32", value = 1.0} : f32[]
+  %6 = cross_entropy_grad(%5, %2, %y) : f32[4, 3]
+  %7 = sum(%6) {axes = [0], keepdims = false} : f32[3]
+  %8 = transpose(%x) {perm = [1, 0]} : f32[4, 4]
+  %9 = matmul(%8, %6) : f32[4, 3] scope "head"
+  %10 = all_reduce(%9) {axis = "dp"} : f32[4, 3]
+  %11 = all_reduce(%7) {axis = "dp"} : f32[3]
+  %12 = constant() {dtype = "f32", value = 0.9} : f32[]
+  %13 = broadcast(%12) {shape = [4, 3]} : f32[4, 3]
+  %14 = mul(%opt.m.w, %13) : f32[4, 3]
+  %15 = add(%14, %10) : f32[4, 3]
+  %16 = sub(%w, %15) : f32[4, 3]
+  %17 = broadcast(%12) {shape = [3]} : f32[3]
+  %18 = mul(%opt.m.b, %17) : f32[3]
+  %19 = add(%18, %11) : f32[3]
+  %20 = sub(%b, %19) : f32[3]
+  output loss = %4 [loss]
+  update %w = %16
+  update %opt.m.w = %15
+  update %b = %20
+  update %opt.m.b = %19
+}
+)";
+
+// tp=2, Megatron MLP: w1 column-parallel, w2 row-parallel, one all-reduce
+// forward. The hidden size 5 splits 3 + 2, so the devices differ. The
+// gradient of w1 is gathered for a norm output.
+const char *kTpSharded = R"(
+module @tp attributes {mesh = "tp=2"} {
+  input %x : f32[8, 4] {tp=R}
+  input %y : i32[8] {tp=R}
+  param %w1 : f32[4, 5] {tp=S1} = normal(0.0, 0.02)
+  param %b1 : f32[5] {tp=S0} = zeros
+  param %w2 : f32[5, 3] {tp=S0} = normal(0.0, 0.02)
+  %0 = matmul(%x, %w1) : f32[8, 5] {tp=S1} scope "mlp"
+  %1 = broadcast(%b1) {shape = [8, 5]} : f32[8, 5] {tp=S1} scope "mlp"
+  %2 = add(%0, %1) : f32[8, 5] {tp=S1} scope "mlp"
+  %3 = relu(%2) : f32[8, 5] {tp=S1} scope "mlp"
+  %4 = matmul(%3, %w2) : f32[8, 3] {tp=P} scope "mlp"
+  %5 = all_reduce(%4) {axis = "tp"} : f32[8, 3] {tp=R} scope "mlp"
+  %6 = cross_entropy(%5, %y) : f32[] {tp=R}
+  %7 = constant() {dtype = "f32", value = 1.0} : f32[] {tp=R}
+  %8 = cross_entropy_grad(%7, %5, %y) : f32[8, 3] {tp=R}
+  %9 = transpose(%3) {perm = [1, 0]} : f32[5, 8] {tp=S0}
+  %10 = matmul(%9, %8) : f32[5, 3] {tp=S0}
+  %11 = transpose(%w2) {perm = [1, 0]} : f32[3, 5] {tp=S1}
+  %12 = matmul(%8, %11) : f32[8, 5] {tp=S1}
+  %13 = relu_grad(%12, %2) : f32[8, 5] {tp=S1}
+  %14 = sum(%13) {axes = [0], keepdims = false} : f32[5] {tp=S0}
+  %15 = transpose(%x) {perm = [1, 0]} : f32[4, 8] {tp=R}
+  %16 = matmul(%15, %13) : f32[4, 5] {tp=S1}
+  %17 = all_gather(%16) {axis = "tp", dim = 1, part = -1, sizes = []} : f32[4, 5] {tp=R}
+  %18 = mul(%17, %17) : f32[4, 5] {tp=R}
+  %19 = sum(%18) {axes = [0, 1], keepdims = false} : f32[] {tp=R}
+  %20 = constant() {dtype = "f32", value = 0.1} : f32[] {tp=R}
+  %21 = broadcast(%20) {shape = [4, 5]} : f32[4, 5] {tp=S1}
+  %22 = mul(%16, %21) : f32[4, 5] {tp=S1}
+  %23 = sub(%w1, %22) : f32[4, 5] {tp=S1}
+  %24 = broadcast(%20) {shape = [5]} : f32[5] {tp=S0}
+  %25 = mul(%14, %24) : f32[5] {tp=S0}
+  %26 = sub(%b1, %25) : f32[5] {tp=S0}
+  %27 = broadcast(%20) {shape = [5, 3]} : f32[5, 3] {tp=S0}
+  %28 = mul(%10, %27) : f32[5, 3] {tp=S0}
+  %29 = sub(%w2, %28) : f32[5, 3] {tp=S0}
+  output loss = %6 [loss]
+  output gnorm = %19
+  update %w1 = %23
+  update %b1 = %26
+  update %w2 = %29
+}
+)";
+
+// The tp program of part $P, whose hidden part is $H wide.
+const char *kTpProgram = R"(
+module @tp attributes {devices = "$P", mesh = "tp=2"} {
+  input %x : f32[8, 4] {tp=R}
+  input %y : i32[8] {tp=R}
+  param %w1 : f32[4, $H] {tp=S1} = normal(0.0, 0.02)
+  param %b1 : f32[$H] {tp=S0} = zeros
+  param %w2 : f32[$H, 3] {tp=S0} = normal(0.0, 0.02)
+  %0 = matmul(%x, %w1) : f32[8, $H] scope "mlp"
+  %1 = broadcast(%b1) {shape = [8, $H]} : f32[8, $H] scope "mlp"
+  %2 = add(%0, %1) : f32[8, $H] scope "mlp"
+  %3 = relu(%2) : f32[8, $H] scope "mlp"
+  %4 = matmul(%3, %w2) : f32[8, 3] scope "mlp"
+  %5 = all_reduce(%4) {axis = "tp"} : f32[8, 3] scope "mlp"
+  %6 = cross_entropy(%5, %y) : f32[]
+  %7 = constant() {dtype = "f32", value = 1.0} : f32[]
+  %8 = cross_entropy_grad(%7, %5, %y) : f32[8, 3]
+  %9 = transpose(%3) {perm = [1, 0]} : f32[$H, 8]
+  %10 = matmul(%9, %8) : f32[$H, 3]
+  %11 = transpose(%w2) {perm = [1, 0]} : f32[3, $H]
+  %12 = matmul(%8, %11) : f32[8, $H]
+  %13 = relu_grad(%12, %2) : f32[8, $H]
+  %14 = sum(%13) {axes = [0], keepdims = false} : f32[$H]
+  %15 = transpose(%x) {perm = [1, 0]} : f32[4, 8]
+  %16 = matmul(%15, %13) : f32[4, $H]
+  %17 = all_gather(%16) {axis = "tp", dim = 1, part = $P, sizes = [3, 2]} : f32[4, 5]
+  %18 = mul(%17, %17) : f32[4, 5]
+  %19 = sum(%18) {axes = [0, 1], keepdims = false} : f32[]
+  %20 = constant() {dtype = "f32", value = 0.1} : f32[]
+  %21 = broadcast(%20) {shape = [4, $H]} : f32[4, $H]
+  %22 = mul(%16, %21) : f32[4, $H]
+  %23 = sub(%w1, %22) : f32[4, $H]
+  %24 = broadcast(%20) {shape = [$H]} : f32[$H]
+  %25 = mul(%14, %24) : f32[$H]
+  %26 = sub(%b1, %25) : f32[$H]
+  %27 = broadcast(%20) {shape = [$H, 3]} : f32[$H, 3]
+  %28 = mul(%10, %27) : f32[$H, 3]
+  %29 = sub(%w2, %28) : f32[$H, 3]
+  output loss = %6 [loss]
+  output gnorm = %19
+  update %w1 = %23
+  update %b1 = %26
+  update %w2 = %29
+}
+)";
+
+// dp=2,tp=2: the MLP of kTpSharded (even sizes) on a split batch; the
+// gradient of w2 is reduce-scattered over dp, each dp rank updates its
+// columns (a local split of w2) and the new w2 is gathered back; the
+// gradient of w1 is all-reduced. The learning rate comes from a step
+// counter (optimizer state).
+const char *kMeshSharded = R"(
+module @mlp2d attributes {mesh = "dp=2,tp=2"} {
+  input %x : f32[8, 4] {dp=S0, tp=R}
+  input %y : i32[8] {dp=S0, tp=R}
+  param %w1 : f32[4, 6] {dp=R, tp=S1} = normal(0.0, 0.02)
+  param %w2 : f32[6, 4] {dp=R, tp=S0} = normal(0.0, 0.02)
+  state %opt.step : f32[] {dp=R, tp=R} = zeros
+  %0 = matmul(%x, %w1) : f32[8, 6] {dp=S0, tp=S1}
+  %1 = relu(%0) : f32[8, 6] {dp=S0, tp=S1}
+  %2 = matmul(%1, %w2) : f32[8, 4] {dp=S0, tp=P}
+  %3 = all_reduce(%2) {axis = "tp"} : f32[8, 4] {dp=S0, tp=R}
+  %4 = cross_entropy(%3, %y) : f32[] {dp=P, tp=R}
+  %5 = all_reduce(%4) {axis = "dp"} : f32[] {dp=R, tp=R}
+  %6 = constant() {dtype = "f32", value = 1.0} : f32[] {dp=R, tp=R}
+  %7 = cross_entropy_grad(%6, %3, %y) : f32[8, 4] {dp=S0, tp=R}
+  %8 = transpose(%1) {perm = [1, 0]} : f32[6, 8] {dp=S1, tp=S0}
+  %9 = matmul(%8, %7) : f32[6, 4] {dp=P, tp=S0}
+  %10 = reduce_scatter(%9) {axis = "dp", dim = 1, part = -1, sizes = []} : f32[6, 4] {dp=S1, tp=S0}
+  %11 = transpose(%w2) {perm = [1, 0]} : f32[4, 6] {dp=R, tp=S1}
+  %12 = matmul(%7, %11) : f32[8, 6] {dp=S0, tp=S1}
+  %13 = relu_grad(%12, %0) : f32[8, 6] {dp=S0, tp=S1}
+  %14 = transpose(%x) {perm = [1, 0]} : f32[4, 8] {dp=S1, tp=R}
+  %15 = matmul(%14, %13) : f32[4, 6] {dp=P, tp=S1}
+  %16 = all_reduce(%15) {axis = "dp"} : f32[4, 6] {dp=R, tp=S1}
+  %17 = add(%opt.step, %6) : f32[] {dp=R, tp=R}
+  %18 = local_split(%w2) {axis = "dp", dim = 1, part = -1, sizes = []} : f32[6, 4] {dp=S1, tp=S0}
+  %19 = broadcast(%17) {shape = [6, 4]} : f32[6, 4] {dp=S1, tp=S0}
+  %20 = mul(%10, %19) : f32[6, 4] {dp=S1, tp=S0}
+  %21 = sub(%18, %20) : f32[6, 4] {dp=S1, tp=S0}
+  %22 = all_gather(%21) {axis = "dp", dim = 1, part = -1, sizes = []} : f32[6, 4] {dp=R, tp=S0}
+  %23 = broadcast(%17) {shape = [4, 6]} : f32[4, 6] {dp=R, tp=S1}
+  %24 = mul(%16, %23) : f32[4, 6] {dp=R, tp=S1}
+  %25 = sub(%w1, %24) : f32[4, 6] {dp=R, tp=S1}
+  output loss = %5 [loss]
+  update %w1 = %25
+  update %w2 = %22
+  update %opt.step = %17
+}
+)";
+
+const char *kMeshProgram = R"(
+module @mlp2d attributes {devices = "0,1,2,3", mesh = "dp=2,tp=2"} {
+  input %x : f32[4, 4] {dp=S0, tp=R}
+  input %y : i32[4] {dp=S0, tp=R}
+  param %w1 : f32[4, 3] {dp=R, tp=S1} = normal(0.0, 0.02)
+  param %w2 : f32[3, 4] {dp=R, tp=S0} = normal(0.0, 0.02)
+  state %opt.step : f32[] {dp=R, tp=R} = zeros
+  %0 = matmul(%x, %w1) : f32[4, 3]
+  %1 = relu(%0) : f32[4, 3]
+  %2 = matmul(%1, %w2) : f32[4, 4]
+  %3 = all_reduce(%2) {axis = "tp"} : f32[4, 4]
+  %4 = cross_entropy(%3, %y) : f32[]
+  %5 = all_reduce(%4) {axis = "dp"} : f32[]
+  %6 = constant() {dtype = "f32", value = 1.0} : f32[]
+  %7 = cross_entropy_grad(%6, %3, %y) : f32[4, 4]
+  %8 = transpose(%1) {perm = [1, 0]} : f32[3, 4]
+  %9 = matmul(%8, %7) : f32[3, 4]
+  %10 = reduce_scatter(%9) {axis = "dp", dim = 1, part = -1, sizes = [2, 2]} : f32[3, 2]
+  %11 = transpose(%w2) {perm = [1, 0]} : f32[4, 3]
+  %12 = matmul(%7, %11) : f32[4, 3]
+  %13 = relu_grad(%12, %0) : f32[4, 3]
+  %14 = transpose(%x) {perm = [1, 0]} : f32[4, 4]
+  %15 = matmul(%14, %13) : f32[4, 3]
+  %16 = all_reduce(%15) {axis = "dp"} : f32[4, 3]
+  %17 = add(%opt.step, %6) : f32[]
+  %18 = local_split(%w2) {axis = "dp", dim = 1, part = -1, sizes = [2, 2]} : f32[3, 2]
+  %19 = broadcast(%17) {shape = [3, 2]} : f32[3, 2]
+  %20 = mul(%10, %19) : f32[3, 2]
+  %21 = sub(%18, %20) : f32[3, 2]
+  %22 = all_gather(%21) {axis = "dp", dim = 1, part = -1, sizes = [2, 2]} : f32[3, 4]
+  %23 = broadcast(%17) {shape = [4, 3]} : f32[4, 3]
+  %24 = mul(%16, %23) : f32[4, 3]
+  %25 = sub(%w1, %24) : f32[4, 3]
+  output loss = %5 [loss]
+  update %w1 = %25
+  update %w2 = %22
+  update %opt.step = %17
+}
+)";
+
+std::unique_ptr<ir::Module> parse(llvm::StringRef text) {
+  DiagnosticEngine diag;
+  auto m = ir::parseModuleText("plan.mgir", text, diag);
+  REQUIRE(m);
+  return m;
+}
+
+std::string tpProgramText(int part) {
+  std::string text = kTpProgram;
+  auto replaceAll = [&](llvm::StringRef from, llvm::StringRef to) {
+    for (size_t at; (at = text.find(from.str())) != std::string::npos;)
+      text.replace(at, from.size(), to.str());
+  };
+  replaceAll("$H", part == 0 ? "3" : "2");
+  replaceAll("$P", std::to_string(part));
+  return text;
+}
+
+// A sharded module with its device programs and their executables.
+struct Example {
+  std::unique_ptr<ir::Module> sharded;
+  passes::DevicePrograms programs;
+  std::vector<std::unique_ptr<Executable>> exes;
+
+  std::vector<const Executable *> exePtrs() const {
+    std::vector<const Executable *> out;
+    for (const auto &e : exes)
+      out.push_back(e.get());
+    return out;
+  }
+  PlanReport report() const {
+    return buildPlanReport(*sharded, programs, exePtrs());
+  }
+};
+
+Example makeExample(llvm::StringRef sharded,
+                    const std::vector<std::string> &programTexts,
+                    std::vector<size_t> programOf) {
+  Example e;
+  e.sharded = parse(sharded);
+  std::string error;
+  auto meshText = std::get<std::string>(*e.sharded->attrs().find("mesh"));
+  auto mesh = ir::Mesh::parse(meshText, error);
+  REQUIRE(mesh);
+  e.programs.mesh = *mesh;
+  for (const std::string &text : programTexts) {
+    e.programs.programs.push_back(parse(text));
+    e.exes.push_back(buildExecutable(parse(text), cpu::scratchBytes));
+  }
+  e.programs.programOf = std::move(programOf);
+  return e;
+}
+
+Example dpExample() { return makeExample(kDpSharded, {kDpProgram}, {0, 0}); }
+Example tpExample() {
+  return makeExample(kTpSharded, {tpProgramText(0), tpProgramText(1)}, {0, 1});
+}
+Example meshExample() {
+  return makeExample(kMeshSharded, {kMeshProgram}, {0, 0, 0, 0});
+}
+
+const PlanParam &param(const PlanReport &r, llvm::StringRef name) {
+  for (const PlanParam &p : r.params)
+    if (p.name == name)
+      return p;
+  FAIL("no parameter " << name.str());
+  return r.params.front();
+}
+
+std::string tableOf(const PlanReport &r) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  printPlan(r, os);
+  return os.str();
+}
+
+// --- The model ---------------------------------------------------------------
+
+TEST_CASE("PlanReport: byte formulas and units") {
+  using ir::OpKind;
+  // all_reduce 2(n-1)/n of the local tensor; the others (n-1)/n of the
+  // whole (all_to_all: of the local tensor, which is 1/n of the whole).
+  CHECK(commBytes(OpKind::AllReduce, 2, 1000, 1000) == 1000);
+  CHECK(commBytes(OpKind::AllReduce, 4, 1000, 1000) == 1500);
+  CHECK(commBytes(OpKind::AllReduce, 8, 800, 800) == 1400);
+  CHECK(commBytes(OpKind::ReduceScatter, 4, 1000, 250) == 750);
+  CHECK(commBytes(OpKind::AllGather, 4, 250, 1000) == 750);
+  CHECK(commBytes(OpKind::AllToAll, 4, 1000, 1000) == 750);
+  CHECK(commBytes(OpKind::LocalSplit, 4, 1000, 250) == 0);
+  CHECK(commBytes(OpKind::AllReduce, 1, 1000, 1000) == 0);
+  // No overflow on the product.
+  CHECK(commBytes(OpKind::AllReduce, 2, uint64_t(1) << 62, uint64_t(1) << 62) ==
+        uint64_t(1) << 62);
+
+  CHECK(formatBytes(0) == "0 B");
+  CHECK(formatBytes(1023) == "1023 B");
+  CHECK(formatBytes(1024) == "1.0 KiB");
+  CHECK(formatBytes(1536) == "1.5 KiB");
+  CHECK(formatBytes(3 * 1024 * 1024) == "3.0 MiB");
+  CHECK(formatBytes(1024 * 1024 - 1) == "1.0 MiB");
+  CHECK(formatBytes(uint64_t(5) << 30) == "5.0 GiB");
+}
+
+TEST_CASE("PlanReport: data parallel MLP") {
+  Example e = dpExample();
+  PlanReport r = e.report();
+  CHECK(r.notes.empty());
+  CHECK(r.moduleName == "mlp");
+  CHECK(r.mesh.str() == "dp=2");
+  CHECK(r.numPrograms == 1);
+
+  REQUIRE(r.params.size() == 2);
+  const PlanParam &w = param(r, "w");
+  CHECK(w.logical.str() == "f32[4, 3]");
+  CHECK(w.sharding.str() == "{dp=R}");
+  REQUIRE(w.shards.size() == 1);
+  CHECK(w.shards[0].str() == "f32[4, 3]");
+  CHECK(w.shardOfDevice == std::vector<size_t>{0, 0});
+
+  // The loss and both gradients.
+  REQUIRE(r.comms.size() == 3);
+  CHECK(r.numCollectives() == 3);
+  const PlanComm &loss = r.comms[0], &gw = r.comms[1], &gb = r.comms[2];
+  CHECK(loss.opIndex == 4);
+  CHECK(loss.kind == ir::OpKind::AllReduce);
+  CHECK(loss.axis == "dp");
+  CHECK(loss.groupSize == 2);
+  CHECK(loss.from.str() == "P");
+  CHECK(loss.to.str() == "R");
+  CHECK(loss.phase == PlanPhase::Forward);
+  CHECK(loss.producer == "cross_entropy %3");
+  CHECK(loss.gradientOf.empty());
+  CHECK(loss.bytesByDevice == std::vector<uint64_t>{4, 4});
+
+  CHECK(gw.opIndex == 10);
+  CHECK(gw.phase == PlanPhase::Backward);
+  CHECK(gw.gradientOf == "w");
+  CHECK(gw.producer == "matmul %9");
+  CHECK(gw.producerScope == "head");
+  CHECK(gw.stream() == "comm");
+  CHECK(gw.logical.str() == "f32[4, 3]");
+  // 2(n-1)/n * 48 bytes with n = 2.
+  CHECK(gw.bytesByDevice == std::vector<uint64_t>{48, 48});
+  CHECK(gb.gradientOf == "b");
+  CHECK(gb.producer == "sum %7");
+  CHECK(gb.maxBytes() == 12);
+
+  REQUIRE(r.devices.size() == 2);
+  for (const PlanDeviceMemory &m : r.devices) {
+    CHECK(m.program == 0);
+    CHECK(m.paramBytes == 48 + 12);
+    CHECK(m.stateBytes == 48 + 12);
+    CHECK(m.inputBytes == 4 * 4 * 4 + 4 * 4); // half the batch
+    REQUIRE(m.arenaPeak);
+    CHECK(*m.arenaPeak == e.exes[0]->plan.peak);
+    CHECK(*m.arenaPeak > 0);
+    CHECK(m.total() == 60 + 60 + 80 + *m.arenaPeak);
+    CHECK(m.commBytes == 4 + 48 + 12);
+  }
+  CHECK(r.maxCommBytesPerDevice() == 64);
+}
+
+TEST_CASE("PlanReport: the same module on dp=4 moves more per device") {
+  // Only the mesh changes: the bytes follow 2(n-1)/n.
+  std::string text = kDpSharded;
+  text.replace(text.find("dp=2"), 4, "dp=4");
+  Example e;
+  e.sharded = parse(text);
+  std::string error;
+  e.programs.mesh = *ir::Mesh::parse("dp=4", error);
+  PlanReport r = buildPlanReport(*e.sharded, e.programs, {});
+  REQUIRE(r.comms.size() == 3);
+  CHECK(r.comms[1].bytesByDevice == std::vector<uint64_t>(4, 72)); // 48*3/2
+  // Without programs the shards come from the placements, and the report
+  // says what is missing.
+  CHECK(param(r, "w").shards[0].str() == "f32[4, 3]");
+  CHECK(!r.notes.empty());
+  REQUIRE(r.devices.size() == 4);
+  CHECK(!r.devices[0].arenaPeak);
+  CHECK(r.devices[0].commBytes == 6 + 72 + 18);
+}
+
+TEST_CASE("PlanReport: tensor parallel MLP with an uneven split") {
+  Example e = tpExample();
+  PlanReport r = e.report();
+  CHECK(r.notes.empty());
+  CHECK(r.numPrograms == 2);
+
+  const PlanParam &w1 = param(r, "w1");
+  CHECK(w1.sharding.str() == "{tp=S1}");
+  REQUIRE(w1.shards.size() == 2);
+  CHECK(w1.shards[0].str() == "f32[4, 3]");
+  CHECK(w1.shards[1].str() == "f32[4, 2]");
+  CHECK(w1.shardOfDevice == std::vector<size_t>{0, 1});
+  const PlanParam &w2 = param(r, "w2");
+  REQUIRE(w2.shards.size() == 2);
+  CHECK(w2.shards[1].str() == "f32[2, 3]");
+
+  REQUIRE(r.comms.size() == 2);
+  const PlanComm &fwd = r.comms[0], &gather = r.comms[1];
+  CHECK(fwd.kind == ir::OpKind::AllReduce);
+  CHECK(fwd.phase == PlanPhase::Forward);
+  CHECK(fwd.scope == "mlp");
+  CHECK(fwd.producer == "matmul %4");
+  // The whole [8, 3] partial sum on each device: 96 bytes, times 2(n-1)/n.
+  CHECK(fwd.bytesByDevice == std::vector<uint64_t>{96, 96});
+  CHECK(gather.kind == ir::OpKind::AllGather);
+  CHECK(gather.from.str() == "S1");
+  CHECK(gather.to.str() == "R");
+  CHECK(gather.phase == PlanPhase::Backward);
+  // (n-1)/n of the gathered [4, 5]: 40 bytes.
+  CHECK(gather.bytesByDevice == std::vector<uint64_t>{40, 40});
+  // Gathered for a norm, not for the update: not claimed as w1's gradient.
+  CHECK(gather.gradientOf.empty());
+
+  REQUIRE(r.devices.size() == 2);
+  CHECK(r.devices[0].paramBytes == (12 + 3 + 9) * 4);
+  CHECK(r.devices[1].paramBytes == (8 + 2 + 6) * 4);
+  CHECK(r.devices[0].program == 0);
+  CHECK(r.devices[1].program == 1);
+  REQUIRE(r.devices[1].arenaPeak);
+  CHECK(*r.devices[0].arenaPeak == e.exes[0]->plan.peak);
+  CHECK(*r.devices[1].arenaPeak == e.exes[1]->plan.peak);
+  CHECK(r.devices[0].commBytes == 136);
+}
+
+TEST_CASE("PlanReport: dp x tp with reduce-scatter, local split, gather") {
+  Example e = meshExample();
+  PlanReport r = e.report();
+  CHECK(r.notes.empty());
+  CHECK(r.mesh.numDevices() == 4);
+  CHECK(param(r, "w1").shards[0].str() == "f32[4, 3]");
+  CHECK(param(r, "w2").shards[0].str() == "f32[3, 4]");
+  CHECK(param(r, "w2").shardOfDevice == std::vector<size_t>{0, 0, 0, 0});
+
+  REQUIRE(r.comms.size() == 6);
+  CHECK(r.numCollectives() == 5);
+  std::vector<std::string> kinds;
+  for (const PlanComm &c : r.comms)
+    kinds.push_back(ir::opName(c.kind).str() + "@" + c.axis + ":" +
+                    std::string(planPhaseName(c.phase)) + ":" +
+                    std::to_string(c.maxBytes()));
+  CHECK(kinds == std::vector<std::string>{
+                     "all_reduce@tp:forward:64", "all_reduce@dp:forward:4",
+                     "reduce_scatter@dp:backward:24",
+                     "all_reduce@dp:backward:48", "local_split@dp:optimizer:0",
+                     "all_gather@dp:optimizer:24"});
+  const PlanComm &rs = r.comms[2], &split = r.comms[4], &gather = r.comms[5];
+  CHECK(rs.from.str() == "P");
+  CHECK(rs.to.str() == "S1");
+  CHECK(rs.gradientOf == "w2");
+  CHECK(r.comms[3].gradientOf == "w1");
+  CHECK(split.stream() == "compute");
+  CHECK(split.producer == "param w2");
+  CHECK(gather.updateOf == "w2");
+  CHECK(gather.gradientOf.empty());
+
+  for (const PlanDeviceMemory &m : r.devices) {
+    CHECK(m.paramBytes == 96);
+    CHECK(m.stateBytes == 4);
+    CHECK(m.inputBytes == 80);
+    CHECK(m.commBytes == 64 + 4 + 24 + 48 + 24);
+  }
+}
+
+TEST_CASE("PlanReport: inconsistent inputs give notes, not crashes") {
+  Example e = dpExample();
+  // A device without a program, no executables, and a collective on an
+  // axis the mesh lacks.
+  e.programs.programOf = {0};
+  std::string text = kDpSharded;
+  text.replace(text.find("all_reduce(%9) {axis = \"dp\"}"), 28,
+               "all_reduce(%9) {axis = \"tp\"}");
+  auto sharded = parse(text);
+  PlanReport r = buildPlanReport(*sharded, e.programs, {});
+  CHECK(r.notes.size() >= 3);
+  REQUIRE(r.devices.size() == 2);
+  CHECK(r.devices[1].paramBytes == 0);
+  REQUIRE(r.comms.size() == 3);
+  CHECK(r.comms[1].groupSize == 1);
+  CHECK(r.comms[1].maxBytes() == 0);
+  std::string table = tableOf(r);
+  CHECK(table.find("Notes:") != std::string::npos);
+  CHECK(table.find("axis 'tp'") != std::string::npos);
+}
+
+// --- The table ---------------------------------------------------------------
+
+TEST_CASE("PlanReport: the table") {
+  PlanReport r = tpExample().report();
+  std::string table = tableOf(r);
+  INFO(table);
+  CHECK(llvm::StringRef(table).startswith(
+      "Plan of @tp on mesh tp=2: 2 devices, 2 programs\n"));
+  CHECK(table.find("Parameters: 3, ") != std::string::npos);
+  CHECK(table.find("f32[4, 3] on 0; f32[4, 2] on 1") != std::string::npos);
+  CHECK(table.find("Communication: 2 collectives") != std::string::npos);
+  CHECK(table.find("Memory per device") != std::string::npos);
+  CHECK(table.find("Summary: 2 collectives, 136 B moved per device per "
+                   "step") != std::string::npos);
+
+  // Columns line up: every row of a section starts its columns where the
+  // header's do.
+  llvm::SmallVector<llvm::StringRef> lines;
+  llvm::StringRef(table).split(lines, '\n');
+  size_t header = 0;
+  for (size_t i = 0; i < lines.size(); ++i)
+    if (lines[i].startswith("  device"))
+      header = i;
+  REQUIRE(header > 0);
+  size_t col = lines[header].find("arena peak");
+  REQUIRE(col != std::string::npos);
+  // Right-aligned numbers end where the header ends.
+  size_t end = col + std::string("arena peak").size();
+  for (size_t i = header + 1; i <= header + 2; ++i) {
+    REQUIRE(lines[i].size() > end);
+    CHECK(lines[i][end - 1] == 'B');
+    CHECK(lines[i][end] == ' ');
+  }
+  // No line ends in a blank.
+  for (llvm::StringRef l : lines)
+    CHECK(l == l.rtrim());
+}
+
+TEST_CASE("PlanReport: the table names gradients and units") {
+  std::string table = tableOf(dpExample().report());
+  INFO(table);
+  CHECK(table.find("gradient of w (matmul %9)") != std::string::npos);
+  CHECK(table.find("P -> R") != std::string::npos);
+  CHECK(table.find("backward") != std::string::npos);
+  CHECK(table.find("Summary: 3 collectives, 64 B moved") != std::string::npos);
+  std::string mesh = tableOf(meshExample().report());
+  CHECK(mesh.find("1 local split") != std::string::npos);
+  CHECK(mesh.find("new value of w2") != std::string::npos);
+  CHECK(mesh.find("dp=1,tp=0") != std::string::npos);
+}
+
+// --- JSON --------------------------------------------------------------------
+
+int64_t num(const llvm::json::Object *o, llvm::StringRef key) {
+  return o ? o->getInteger(key).getValueOr(-1) : -1;
+}
+
+llvm::json::Value jsonOf(const PlanReport &r) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  printPlanJson(r, os);
+  auto v = llvm::json::parse(os.str());
+  if (!v)
+    FAIL("not JSON: " << llvm::toString(v.takeError()) << "\n" << s);
+  return std::move(*v);
+}
+
+TEST_CASE("PlanReport: JSON has the table's content") {
+  llvm::json::Value v = jsonOf(meshExample().report());
+  const llvm::json::Object *root = v.getAsObject();
+  REQUIRE(root);
+  for (const char *key :
+       {"format", "version", "module", "mesh", "programs", "parameters",
+        "communication", "devices", "summary", "notes"})
+    CHECK_MESSAGE(root->get(key), key);
+  CHECK(root->getString("format") == llvm::StringRef("mgc-plan"));
+  CHECK(root->getString("module") == llvm::StringRef("mlp2d"));
+  CHECK(root->getObject("mesh")->getString("text") ==
+        llvm::StringRef("dp=2,tp=2"));
+  CHECK(num(root->getObject("mesh"), "devices") == 4);
+
+  const llvm::json::Array *params = root->getArray("parameters");
+  REQUIRE(params);
+  REQUIRE(params->size() == 2);
+  const llvm::json::Object *w2 = (*params)[1].getAsObject();
+  CHECK(w2->getString("name") == llvm::StringRef("w2"));
+  CHECK(w2->getString("type") == llvm::StringRef("f32[6, 4]"));
+  CHECK(num(w2, "bytes") == 96);
+  CHECK(w2->getObject("sharding")->getString("tp") == llvm::StringRef("S0"));
+  const llvm::json::Array *shards = w2->getArray("shards");
+  REQUIRE(shards->size() == 1);
+  CHECK((*shards)[0].getAsObject()->getString("type") ==
+        llvm::StringRef("f32[3, 4]"));
+  CHECK((*shards)[0].getAsObject()->getArray("devices")->size() == 4);
+
+  const llvm::json::Array *comms = root->getArray("communication");
+  REQUIRE(comms->size() == 6);
+  const llvm::json::Object *rs = (*comms)[2].getAsObject();
+  CHECK(rs->getString("kind") == llvm::StringRef("reduce_scatter"));
+  CHECK(rs->getString("axis") == llvm::StringRef("dp"));
+  CHECK(num(rs, "group_size") == 2);
+  CHECK(rs->getString("from") == llvm::StringRef("P"));
+  CHECK(rs->getString("to") == llvm::StringRef("S1"));
+  CHECK(rs->getString("phase") == llvm::StringRef("backward"));
+  CHECK(rs->getString("stream") == llvm::StringRef("comm"));
+  CHECK(rs->getString("gradient_of") == llvm::StringRef("w2"));
+  CHECK(rs->get("update_of")->getAsNull());
+  CHECK(num(rs, "op") == 10);
+  CHECK(num(rs, "bytes_per_device") == 24);
+  CHECK(rs->getArray("bytes_by_device")->size() == 4);
+  CHECK((*comms)[4].getAsObject()->getString("stream") ==
+        llvm::StringRef("compute"));
+
+  const llvm::json::Array *devices = root->getArray("devices");
+  REQUIRE(devices->size() == 4);
+  const llvm::json::Object *d3 = (*devices)[3].getAsObject();
+  CHECK(num(d3, "device") == 3);
+  CHECK(num(d3->getObject("coords"), "dp") == 1);
+  CHECK(num(d3->getObject("coords"), "tp") == 1);
+  CHECK(num(d3, "parameter_bytes") == 96);
+  CHECK(num(d3, "optimizer_state_bytes") == 4);
+  CHECK(num(d3, "input_bytes") == 80);
+  CHECK(num(d3, "arena_peak_bytes") > 0);
+  CHECK(num(d3, "total_bytes") == 96 + 4 + 80 + num(d3, "arena_peak_bytes"));
+  CHECK(num(d3, "comm_bytes_per_step") == 164);
+
+  const llvm::json::Object *summary = root->getObject("summary");
+  CHECK(num(summary, "collectives") == 5);
+  CHECK(num(summary, "local_splits") == 1);
+  CHECK(num(summary, "comm_bytes_per_device_per_step") == 164);
+  CHECK(root->getArray("notes")->empty());
+}
+
+TEST_CASE("PlanReport: JSON of an unknown arena peak and odd names") {
+  Example e = dpExample();
+  PlanReport r = buildPlanReport(*e.sharded, e.programs, {});
+  r.params[0].name = "bad\xff name";
+  llvm::json::Value v = jsonOf(r);
+  const llvm::json::Object *d0 =
+      (*v.getAsObject()->getArray("devices"))[0].getAsObject();
+  CHECK(d0->get("arena_peak_bytes")->getAsNull());
+  CHECK(!v.getAsObject()->getArray("notes")->empty());
+}
+
+// --- Graphviz ----------------------------------------------------------------
+
+std::string dotOf(const Example &e) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  printPlanDot(*e.sharded, e.programs, os);
+  return os.str();
+}
+
+// The DOT text, checked by hand: braces balance outside strings, every
+// edge joins declared nodes. Returns the edges (dashed ones marked).
+struct DotFacts {
+  std::set<std::string> nodes;
+  std::vector<std::pair<std::string, std::string>> edges, dashed;
+  int clusters = 0;
+};
+
+DotFacts checkDot(const std::string &dot) {
+  DotFacts f;
+  int depth = 0;
+  bool inString = false;
+  for (size_t i = 0; i < dot.size(); ++i) {
+    char c = dot[i];
+    if (inString) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        inString = false;
+      continue;
+    }
+    if (c == '"')
+      inString = true;
+    else if (c == '{')
+      ++depth;
+    else if (c == '}')
+      CHECK(--depth >= 0);
+  }
+  CHECK(depth == 0);
+  CHECK(!inString);
+  llvm::SmallVector<llvm::StringRef> lines;
+  llvm::StringRef(dot).split(lines, '\n');
+  for (llvm::StringRef l : lines) {
+    l = l.trim();
+    if (l.startswith("subgraph cluster_"))
+      ++f.clusters;
+    if (!l.startswith("d") || !l.endswith(";"))
+      continue;
+    auto [head, rest] = l.split(' ');
+    if (rest.startswith("-> ")) {
+      llvm::StringRef to = rest.drop_front(3).split(' ').first;
+      to = to.rtrim(';');
+      (rest.contains("style=dashed") ? f.dashed : f.edges)
+          .push_back({head.str(), to.str()});
+    } else if (rest.startswith("[")) {
+      CHECK_MESSAGE(f.nodes.insert(head.str()).second, head.str());
+    }
+  }
+  for (const auto &[a, b] : f.edges) {
+    CHECK_MESSAGE(f.nodes.count(a), a);
+    CHECK_MESSAGE(f.nodes.count(b), b);
+  }
+  for (const auto &[a, b] : f.dashed) {
+    CHECK_MESSAGE(f.nodes.count(a), a);
+    CHECK_MESSAGE(f.nodes.count(b), b);
+  }
+  return f;
+}
+
+TEST_CASE("PlanReport: Graphviz of a dp x tp step") {
+  Example e = meshExample();
+  std::string dot = dotOf(e);
+  INFO(dot);
+  CHECK(llvm::StringRef(dot).startswith("digraph plan {"));
+  DotFacts f = checkDot(dot);
+  // Four devices share one program but each has its own cluster.
+  CHECK(f.clusters == 4);
+  CHECK(dot.find("subgraph cluster_dev3 {") != std::string::npos);
+  CHECK(dot.find("label=\"device 2 (dp=1,tp=0), program 0\"") !=
+        std::string::npos);
+  // Per device: 5 arguments and 26 ops, each declared once.
+  CHECK(f.nodes.size() == 4 * (5 + 26));
+  // Each of the 5 collectives joins two pairs of devices: (0,1) and (2,3)
+  // on tp, (0,2) and (1,3) on dp.
+  CHECK(f.dashed.size() == 5 * 2);
+  std::set<std::pair<std::string, std::string>> dashed(f.dashed.begin(),
+                                                       f.dashed.end());
+  CHECK(dashed.count({"d0_n3", "d1_n3"})); // tp all_reduce
+  CHECK(dashed.count({"d2_n3", "d3_n3"}));
+  CHECK(dashed.count({"d0_n10", "d2_n10"}));  // dp reduce_scatter
+  CHECK(dashed.count({"d1_n22", "d3_n22"}));  // dp all_gather
+  CHECK(!dashed.count({"d0_n18", "d2_n18"})); // a local split moves nothing
+  // Communication ops stand out; the local split in its own colour.
+  CHECK(dot.find("d0_n10 [label=\"reduce_scatter dp\\nf32[3, 2]\", "
+                 "shape=hexagon") != std::string::npos);
+  CHECK(dot.find("d0_n18 [label=\"local_split dp\\nf32[3, 2]\", shape=box, "
+                 "style=\"filled,bold\"") != std::string::npos);
+  CHECK(dot.find("tooltip=\"logical f32[6, 4] {dp=P, tp=S0} -> {dp=S1, "
+                 "tp=S0}\"") != std::string::npos);
+  CHECK(dot.find("d0_n0 [label=\"matmul\\nf32[4, 3]\"]") != std::string::npos);
+}
+
+TEST_CASE("PlanReport: Graphviz with uneven programs, run through dot") {
+  Example e = tpExample();
+  std::string dot = dotOf(e);
+  DotFacts f = checkDot(dot);
+  CHECK(f.clusters == 2);
+  CHECK(f.dashed.size() == 2);
+  CHECK(dot.find("d1_n0 [label=\"matmul\\nf32[8, 2]\"]") != std::string::npos);
+  CHECK(dot.find("label=\"device 1 (tp=1), program 1\"") != std::string::npos);
+
+  // A broken input (a device whose program index is out of range) still
+  // gives valid DOT.
+  e.programs.programOf = {0, 7};
+  std::string broken = dotOf(e);
+  DotFacts g = checkDot(broken);
+  CHECK(g.clusters == 2);
+  CHECK(g.dashed.empty());
+  CHECK(broken.find("no program") != std::string::npos);
+
+  // When Graphviz is installed, it must accept both.
+  auto dotExe = llvm::sys::findProgramByName("dot");
+  if (!dotExe)
+    return;
+  for (const std::string &text : {dot, broken}) {
+    llvm::SmallString<128> in, out;
+    REQUIRE(!llvm::sys::fs::createTemporaryFile("plan", "dot", in));
+    REQUIRE(!llvm::sys::fs::createTemporaryFile("plan", "svg", out));
+    {
+      std::error_code ec;
+      llvm::raw_fd_ostream os(in, ec);
+      REQUIRE(!ec);
+      os << text;
+    }
+    std::string inS(in.str()), outS(out.str());
+    llvm::StringRef args[] = {*dotExe, "-Tsvg", inS, "-o", outS};
+    int rc = llvm::sys::ExecuteAndWait(*dotExe, args);
+    CHECK(rc == 0);
+    uint64_t size = 0;
+    CHECK(!llvm::sys::fs::file_size(outS, size));
+    CHECK(size > 0);
+    llvm::sys::fs::remove(in);
+    llvm::sys::fs::remove(out);
+  }
+}
+
+} // namespace
+} // namespace mgc::backend
