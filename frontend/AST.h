@@ -70,6 +70,7 @@ enum class StmtKind : uint8_t {
   Output, // output name = expr  |  output name
   Loss,   // loss = expr  |  loss name = expr
   Return, // return expr
+  Shard,  // shard(w, tp=S1): a placement hint; value is the call
 };
 
 struct Stmt {

@@ -86,6 +86,8 @@ void Lowerer::checkRecursion() {
       };
   for (auto &[name, b] : blocks_)
     for (const Stmt &s : b->body) {
+      if (s.kind == StmtKind::Shard)
+        continue; // a hint, not a call
       if (s.value)
         walk(*s.value, b);
       if (s.count)
@@ -224,6 +226,9 @@ void Lowerer::lowerStmt(const Stmt &s, Frame &frame) {
   }
   case StmtKind::Repeat:
     lowerRepeat(s, frame);
+    return;
+  case StmtKind::Shard:
+    lowerShard(s, frame);
     return;
   case StmtKind::Output:
   case StmtKind::Loss: {
@@ -475,6 +480,7 @@ std::unique_ptr<ir::Module> Lowerer::run(const FileAST &file) {
   module_ = std::make_unique<ir::Module>(model.name);
   builder_ = std::make_unique<ir::Builder>(module_->graph());
   Frame frame;
+  frame.body = &model.body;
   lowerStmts(model.body, frame);
   if (!aborted_ && module_->graph().outputs().empty() && !hasNewErrors())
     error(model.loc, "model '" + model.name +

@@ -63,6 +63,7 @@ struct Binding {
 struct Frame {
   std::string path; // "" for the model, "blocks.3.attn" for an instance
   const BlockDecl *block = nullptr;
+  const std::vector<Stmt> *body = nullptr; // the statements being lowered
   std::map<std::string, Binding> names;
   std::map<std::string, int> instanceCounts; // block name -> calls so far
   bool returned = false;
@@ -105,6 +106,14 @@ private:
   std::string qualify(const Frame &frame, const std::string &name) const {
     return frame.path.empty() ? name : frame.path + "." + name;
   }
+
+  // ---- Placement hints: shard(w, tp=S1) (LowerShard.cpp) ----
+  void lowerShard(const Stmt &s, Frame &frame);
+  // The argument a hint names, or null after reporting why there is none.
+  ir::Value *hintTarget(const Expr &nameExpr, Frame &frame);
+  std::optional<ir::Placement> hintPlacement(const Expr &e,
+                                             const ir::Value &target,
+                                             const std::string &what);
 
   // ---- Calls of built-ins and blocks (LowerCall.cpp) ----
   Val lowerCall(const Expr &e, Frame &frame);
@@ -157,6 +166,8 @@ private:
   int64_t dropoutSeed_ = 0;
   const Stmt *lossStmt_ = nullptr;
   std::map<std::string, Loc> outputLocs_;
+  // Where each argument got its hint on each mesh axis.
+  std::map<const ir::Value *, std::map<std::string, Loc>> hintLocs_;
 };
 
 } // namespace mgc::frontend

@@ -86,6 +86,7 @@ Val Lowerer::instantiate(const BlockDecl &block, std::vector<Val> args,
   Frame inner;
   inner.path = path;
   inner.block = &block;
+  inner.body = &block.body;
   for (size_t i = 0; i < block.args.size(); ++i) {
     const BlockArg &decl = block.args[i];
     std::optional<TensorType> type = evalType(decl.type);

@@ -321,6 +321,18 @@ private:
       return true;
     }
     case Tok::Ident: {
+      // `shard(NAME, AXIS=PLACEMENT, ...)` at the start of a statement is a
+      // placement hint (no statement is a bare call, so nothing clashes).
+      if (cur().text == "shard" && peekTok().kind == Tok::LParen) {
+        Stmt s(StmtKind::Shard, loc);
+        s.name = "shard";
+        s.nameLoc = loc;
+        s.value = parseCall();
+        if (!s.value)
+          return false;
+        body.push_back(std::move(s));
+        return true;
+      }
       if (peekTok().kind != Tok::Equal)
         break;
       Stmt s(StmtKind::Assign, loc);
