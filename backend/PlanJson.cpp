@@ -78,6 +78,9 @@ Object commOf(const PlanComm &c, size_t index) {
   Array perDevice;
   for (uint64_t b : c.bytesByDevice)
     perDevice.push_back(bytes(b));
+  Array gradients;
+  for (const std::string &g : c.gradientsOf)
+    gradients.push_back(text(g));
   return Object{{"index", static_cast<int64_t>(index)},
                 {"op", static_cast<int64_t>(c.opIndex)},
                 {"kind", ir::opName(c.kind)},
@@ -90,7 +93,7 @@ Object commOf(const PlanComm &c, size_t index) {
                 {"scope", text(c.scope)},
                 {"producer", text(c.producer)},
                 {"producer_scope", text(c.producerScope)},
-                {"gradient_of", optString(c.gradientOf)},
+                {"gradients_of", std::move(gradients)},
                 {"update_of", optString(c.updateOf)},
                 {"type", c.logical.str()},
                 {"shape", shapeOf(c.logical)},

@@ -53,23 +53,6 @@ private:
   std::vector<std::vector<std::string>> rows_;
 };
 
-// "0-3,6,8-9": device numbers with runs joined.
-std::string deviceList(const std::vector<int64_t> &devices) {
-  std::string s;
-  for (size_t i = 0; i < devices.size();) {
-    size_t j = i;
-    while (j + 1 < devices.size() && devices[j + 1] == devices[j] + 1)
-      ++j;
-    if (!s.empty())
-      s += ",";
-    s += std::to_string(devices[i]);
-    if (j > i)
-      s += (j == i + 1 ? "," : "-") + std::to_string(devices[j]);
-    i = j + 1;
-  }
-  return s;
-}
-
 std::string shardText(const PlanParam &p) {
   if (p.shards.size() == 1)
     return p.shards.front().str();
@@ -79,14 +62,24 @@ std::string shardText(const PlanParam &p) {
     for (size_t d = 0; d < p.shardOfDevice.size(); ++d)
       if (p.shardOfDevice[d] == k)
         on.push_back(static_cast<int64_t>(d));
-    s += (k ? "; " : "") + p.shards[k].str() + " on " + deviceList(on);
+    s += (k ? "; " : "") + p.shards[k].str() + " on " + formatDeviceList(on);
   }
   return s;
 }
 
 std::string movesText(const PlanComm &c) {
-  if (!c.gradientOf.empty())
-    return "gradient of " + c.gradientOf + " (" + c.producer + ")";
+  const std::vector<std::string> &g = c.gradientsOf;
+  if (g.size() == 1)
+    return "gradient of " + g.front() + " (" + c.producer + ")";
+  if (!g.empty()) {
+    // A bucket: the first few names, so the column stays readable.
+    std::string s = "gradients of " + std::to_string(g.size()) + " params: ";
+    for (size_t i = 0; i < g.size() && i < 3; ++i)
+      s += (i ? ", " : "") + g[i];
+    if (g.size() > 3)
+      s += ", ...";
+    return s + " (" + c.producer + ")";
+  }
   if (!c.updateOf.empty())
     return "new value of " + c.updateOf + " (" + c.producer + ")";
   return c.producer;

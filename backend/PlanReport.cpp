@@ -97,6 +97,20 @@ std::string formatBytes(uint64_t bytes) {
   return buf;
 }
 
+std::string formatDeviceList(llvm::ArrayRef<int64_t> devices) {
+  std::string s;
+  for (size_t i = 0; i < devices.size();) {
+    size_t j = i;
+    while (j + 1 < devices.size() && devices[j + 1] == devices[j] + 1)
+      ++j;
+    s += (s.empty() ? "" : ",") + std::to_string(devices[i]);
+    if (j > i)
+      s += (j == i + 1 ? "," : "-") + std::to_string(devices[j]);
+    i = j + 1;
+  }
+  return s;
+}
+
 namespace {
 
 bool isCommOp(const ir::Op &op) {
@@ -215,23 +229,52 @@ public:
     return {};
   }
 
-  // The parameter whose gradient the communication op `op` moves: an
-  // output `grad.P` names it, or else it is inferred as the parameter of
-  // the same logical type whose update is the nearest in the data flow
-  // (the gradient feeds its own parameter's update in a few ops; others
-  // only through the gradient norm or not at all). Empty when no such
-  // parameter exists or two are equally near.
-  std::string gradientOf(const ir::Op &op) const {
+  // The parameters whose gradients the communication op `op` moves. One
+  // gradient: an output `grad.P` names it, or else it is inferred as the
+  // parameter of the same logical type whose update is the nearest in the
+  // data flow (a gradient feeds its own parameter's update in a few ops;
+  // others only through the gradient norm or not at all). A bucket (the
+  // result cut back into gradients by slices and reshapes): the gradient
+  // of each piece. Empty when no parameter can be told for certain.
+  std::vector<std::string> gradientsOf(const ir::Op &op) const {
     const ir::Value *operand = op.numOperands() ? op.operand(0) : nullptr;
     for (const ir::Value *v : {op.result(), operand, origin(operand)}) {
       auto it = gradOutputOf_.find(v);
       if (v && it != gradOutputOf_.end())
-        return it->second;
+        return {it->second};
     }
-    const ir::TensorType &type = op.type();
-    llvm::DenseSet<const ir::Value *> seen;
-    std::vector<const ir::Value *> level{op.result()};
-    seen.insert(op.result());
+    auto u = users_.find(op.result());
+    if (u != users_.end() && u->second.size() > 1 &&
+        llvm::all_of(u->second, [](const ir::Op *user) {
+          return user->kind() == ir::OpKind::Slice;
+        })) {
+      std::vector<std::string> names;
+      for (const ir::Op *slice : u->second) {
+        const ir::Value *piece = slice->result();
+        auto r = users_.find(piece);
+        if (r != users_.end() && r->second.size() == 1 &&
+            r->second.front()->kind() == ir::OpKind::Reshape)
+          piece = r->second.front()->result();
+        std::string name = nearestParamUpdate(piece);
+        if (name.empty())
+          return {};
+        names.push_back(std::move(name));
+      }
+      return names;
+    }
+    std::string name = nearestParamUpdate(op.result());
+    if (name.empty())
+      return {};
+    return {name};
+  }
+
+private:
+  // The parameter of v's type whose update v reaches in the fewest ops;
+  // empty when none does or two are equally near.
+  std::string nearestParamUpdate(const ir::Value *start) const {
+    const ir::TensorType &type = start->type();
+    llvm::DenseSet<const ir::Value *> seen{start};
+    std::vector<const ir::Value *> level{start};
     while (!level.empty()) {
       llvm::SmallVector<std::string, 2> found;
       for (const ir::Value *v : level) {
@@ -249,16 +292,60 @@ public:
         auto u = users_.find(v);
         if (u == users_.end())
           continue;
-        for (const ir::Op *user : u->second)
-          if (seen.insert(user->result()).second)
-            next.push_back(user->result());
+        for (const ir::Op *user : u->second) {
+          const ir::Value *to = user->result();
+          if (user->kind() == ir::OpKind::Concat)
+            if (const ir::Value *piece = pieceAfterBucket(v, *user))
+              to = piece;
+          if (seen.insert(to).second)
+            next.push_back(to);
+        }
       }
       level = std::move(next);
     }
     return {};
   }
 
-private:
+  // A bucket joins values with `concat`, communicates the whole and cuts
+  // it back with `slice`s. Followed naively, every member would reach
+  // every other member's parameter, so the search jumps from the member
+  // `v` straight to its own slice: the one at v's offset in the concat,
+  // after the chain of communication ops. Null when there is none.
+  const ir::Value *pieceAfterBucket(const ir::Value *v,
+                                    const ir::Op &concat) const {
+    int64_t axis = intAttr(concat, "axis", 0);
+    if (axis < 0 || axis >= v->type().rank() ||
+        llvm::count(concat.operands(), v) != 1)
+      return nullptr;
+    int64_t offset = 0;
+    for (const ir::Value *operand : concat.operands()) {
+      if (operand == v)
+        break;
+      if (!operand || axis >= operand->type().rank())
+        return nullptr;
+      offset += operand->type().shape[axis];
+    }
+    int64_t end = offset + v->type().shape[axis];
+    const ir::Value *whole = concat.result();
+    for (unsigned hops = 0; hops < 16; ++hops) {
+      auto u = users_.find(whole);
+      if (u == users_.end() || u->second.size() != 1 ||
+          !isCommOp(*u->second.front()))
+        break;
+      whole = u->second.front()->result();
+    }
+    auto u = users_.find(whole);
+    if (u == users_.end() || whole == concat.result())
+      return nullptr;
+    for (const ir::Op *user : u->second)
+      if (user->kind() == ir::OpKind::Slice &&
+          intAttr(*user, "axis", -1) == axis &&
+          intAttr(*user, "start", -1) == offset &&
+          intAttr(*user, "end", -1) == end)
+        return user->result();
+    return nullptr;
+  }
+
   // Forward: the loss depends on the op. Optimizer: the op depends on a
   // state argument, or comes after the first op that does (the optimizer
   // pass appends the update after the backward, so a local split of a
@@ -342,7 +429,9 @@ void addParams(PlanReport &r, const ir::Module &sharded,
     param.name = p->name();
     param.logical = p->type();
     param.sharding = p->sharding();
+    std::vector<int64_t> missing;
     for (int64_t d = 0; d < n; ++d) {
+      // The program's local type; the placement's where there is none.
       ir::TensorType local =
           ir::localType(p->type(), p->sharding(), r.mesh, r.mesh.coords(d));
       if (const ir::Module *prog = programOf(programs, d)) {
@@ -350,14 +439,18 @@ void addParams(PlanReport &r, const ir::Module &sharded,
         if (arg && arg->kind() == ir::ValueKind::Param)
           local = arg->type();
         else
-          r.notes.push_back("the program of device " + std::to_string(d) +
-                            " has no parameter " + p->name());
+          missing.push_back(d);
       }
       auto it = llvm::find(param.shards, local);
       param.shardOfDevice.push_back(it - param.shards.begin());
       if (it == param.shards.end())
         param.shards.push_back(local);
     }
+    if (!missing.empty())
+      r.notes.push_back("the program of device" +
+                        std::string(missing.size() > 1 ? "s " : " ") +
+                        formatDeviceList(missing) + " has no parameter " +
+                        p->name());
     r.params.push_back(std::move(param));
   }
 }
@@ -407,7 +500,7 @@ void addComms(PlanReport &r, const ir::Module &sharded) {
 
     c.updateOf = facts.updateOf(op.result());
     if (c.updateOf.empty() && c.phase != PlanPhase::Forward && c.collective)
-      c.gradientOf = facts.gradientOf(op);
+      c.gradientsOf = facts.gradientsOf(op);
 
     for (int64_t d = 0; d < n; ++d) {
       llvm::SmallVector<int64_t, 4> coords = r.mesh.coords(d);

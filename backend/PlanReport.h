@@ -56,8 +56,9 @@ struct PlanComm {
   // between are looked through), and its scope.
   std::string producer;
   std::string producerScope;
-  // The parameter whose gradient is moved, or empty when it cannot be told.
-  std::string gradientOf;
+  // The parameters whose gradients are moved (several for a bucket of
+  // fused gradients, in bucket order), or none when it cannot be told.
+  std::vector<std::string> gradientsOf;
   // The parameter whose new value (after the update) is moved, or empty.
   std::string updateOf;
   ir::TensorType logical; // the logical type of the value moved
@@ -124,6 +125,9 @@ uint64_t commBytes(ir::OpKind kind, int64_t n, uint64_t operandBytes,
 // "0 B", "512 B", "1.5 KiB", "3.0 MiB", "1.2 GiB": bytes below 1 KiB, else
 // binary units with one decimal.
 std::string formatBytes(uint64_t bytes);
+
+// "0-3,6,8,9": device numbers, runs of three or more joined by a dash.
+std::string formatDeviceList(llvm::ArrayRef<int64_t> devices);
 
 // The aligned table (docs/plan.md, "The table").
 void printPlan(const PlanReport &report, llvm::raw_ostream &os);

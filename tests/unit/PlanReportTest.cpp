@@ -381,6 +381,11 @@ TEST_CASE("PlanReport: byte formulas and units") {
   CHECK(formatBytes(3 * 1024 * 1024) == "3.0 MiB");
   CHECK(formatBytes(1024 * 1024 - 1) == "1.0 MiB");
   CHECK(formatBytes(uint64_t(5) << 30) == "5.0 GiB");
+
+  CHECK(formatDeviceList({}) == "");
+  CHECK(formatDeviceList({3}) == "3");
+  CHECK(formatDeviceList({0, 1}) == "0,1");
+  CHECK(formatDeviceList({0, 1, 2, 3, 6, 8, 9}) == "0-3,6,8,9");
 }
 
 TEST_CASE("PlanReport: data parallel MLP") {
@@ -411,19 +416,19 @@ TEST_CASE("PlanReport: data parallel MLP") {
   CHECK(loss.to.str() == "R");
   CHECK(loss.phase == PlanPhase::Forward);
   CHECK(loss.producer == "cross_entropy %3");
-  CHECK(loss.gradientOf.empty());
+  CHECK(loss.gradientsOf.empty());
   CHECK(loss.bytesByDevice == std::vector<uint64_t>{4, 4});
 
   CHECK(gw.opIndex == 10);
   CHECK(gw.phase == PlanPhase::Backward);
-  CHECK(gw.gradientOf == "w");
+  CHECK(gw.gradientsOf == std::vector<std::string>{"w"});
   CHECK(gw.producer == "matmul %9");
   CHECK(gw.producerScope == "head");
   CHECK(gw.stream() == "comm");
   CHECK(gw.logical.str() == "f32[4, 3]");
   // 2(n-1)/n * 48 bytes with n = 2.
   CHECK(gw.bytesByDevice == std::vector<uint64_t>{48, 48});
-  CHECK(gb.gradientOf == "b");
+  CHECK(gb.gradientsOf == std::vector<std::string>{"b"});
   CHECK(gb.producer == "sum %7");
   CHECK(gb.maxBytes() == 12);
 
@@ -462,6 +467,62 @@ TEST_CASE("PlanReport: the same module on dp=4 moves more per device") {
   CHECK(r.devices[0].commBytes == 6 + 72 + 18);
 }
 
+TEST_CASE("PlanReport: a bucket of fused gradients names each gradient") {
+  // The gradients of b and c (same type) all-reduced over dp one by one,
+  // then flattened, joined, all-reduced over tp once and cut back, as the
+  // bucket pass does. Each member must lead to its own parameter only.
+  auto m = parse(R"(
+module @bucket attributes {mesh = "dp=2,tp=2"} {
+  input %x : f32[8, 4] {dp=S0, tp=R}
+  input %y : i32[8] {dp=S0, tp=R}
+  param %w : f32[4, 3] {dp=R, tp=R} = normal(0.0, 0.02)
+  param %b : f32[3] {dp=R, tp=R} = zeros
+  param %c : f32[3] {dp=R, tp=R} = zeros
+  %0 = matmul(%x, %w) : f32[8, 3] {dp=S0, tp=R}
+  %1 = broadcast(%b) {shape = [8, 3]} : f32[8, 3] {dp=S0, tp=R}
+  %2 = broadcast(%c) {shape = [8, 3]} : f32[8, 3] {dp=S0, tp=R}
+  %3 = add(%0, %1) : f32[8, 3] {dp=S0, tp=R}
+  %4 = add(%3, %2) : f32[8, 3] {dp=S0, tp=R}
+  %5 = cross_entropy(%4, %y) : f32[] {dp=P, tp=R}
+  %6 = all_reduce(%5) {axis = "dp"} : f32[] {dp=R, tp=R}
+  %7 = constant() {dtype = "f32", value = 1.0} : f32[] {dp=R, tp=R}
+  %8 = cross_entropy_grad(%7, %4, %y) : f32[8, 3] {dp=S0, tp=R}
+  %9 = sum(%8) {axes = [0], keepdims = false} : f32[3] {dp=P, tp=P}
+  %10 = sum(%8) {axes = [0], keepdims = false} : f32[3] {dp=P, tp=P}
+  %11 = all_reduce(%9) {axis = "dp"} : f32[3] {dp=R, tp=P}
+  %12 = all_reduce(%10) {axis = "dp"} : f32[3] {dp=R, tp=P}
+  %13 = reshape(%11) {shape = [3]} : f32[3] {dp=R, tp=P}
+  %14 = reshape(%12) {shape = [3]} : f32[3] {dp=R, tp=P}
+  %15 = concat(%13, %14) {axis = 0} : f32[6] {dp=R, tp=P}
+  %16 = all_reduce(%15) {axis = "tp"} : f32[6] {dp=R, tp=R}
+  %17 = slice(%16) {axis = 0, end = 3, start = 0} : f32[3] {dp=R, tp=R}
+  %18 = reshape(%17) {shape = [3]} : f32[3] {dp=R, tp=R}
+  %19 = slice(%16) {axis = 0, end = 6, start = 3} : f32[3] {dp=R, tp=R}
+  %20 = reshape(%19) {shape = [3]} : f32[3] {dp=R, tp=R}
+  %21 = sub(%b, %18) : f32[3] {dp=R, tp=R}
+  %22 = sub(%c, %20) : f32[3] {dp=R, tp=R}
+  output loss = %6 [loss]
+  update %b = %21
+  update %c = %22
+}
+)");
+  passes::DevicePrograms none;
+  std::string error;
+  none.mesh = *ir::Mesh::parse("dp=2,tp=2", error);
+  PlanReport r = buildPlanReport(*m, none, {});
+  REQUIRE(r.comms.size() == 4);
+  CHECK(r.comms[1].gradientsOf == std::vector<std::string>{"b"});
+  CHECK(r.comms[2].gradientsOf == std::vector<std::string>{"c"});
+  CHECK(r.comms[1].bytesByDevice == std::vector<uint64_t>(4, 12));
+  const PlanComm &bucket = r.comms[3];
+  CHECK(bucket.axis == "tp");
+  CHECK(bucket.producer == "concat %15");
+  CHECK(bucket.gradientsOf == std::vector<std::string>{"b", "c"});
+  CHECK(bucket.bytesByDevice == std::vector<uint64_t>(4, 24));
+  CHECK(tableOf(r).find("gradients of 2 params: b, c (concat %15)") !=
+        std::string::npos);
+}
+
 TEST_CASE("PlanReport: tensor parallel MLP with an uneven split") {
   Example e = tpExample();
   PlanReport r = e.report();
@@ -493,7 +554,7 @@ TEST_CASE("PlanReport: tensor parallel MLP with an uneven split") {
   // (n-1)/n of the gathered [4, 5]: 40 bytes.
   CHECK(gather.bytesByDevice == std::vector<uint64_t>{40, 40});
   // Gathered for a norm, not for the update: not claimed as w1's gradient.
-  CHECK(gather.gradientOf.empty());
+  CHECK(gather.gradientsOf.empty());
 
   REQUIRE(r.devices.size() == 2);
   CHECK(r.devices[0].paramBytes == (12 + 3 + 9) * 4);
@@ -530,12 +591,12 @@ TEST_CASE("PlanReport: dp x tp with reduce-scatter, local split, gather") {
   const PlanComm &rs = r.comms[2], &split = r.comms[4], &gather = r.comms[5];
   CHECK(rs.from.str() == "P");
   CHECK(rs.to.str() == "S1");
-  CHECK(rs.gradientOf == "w2");
-  CHECK(r.comms[3].gradientOf == "w1");
+  CHECK(rs.gradientsOf == std::vector<std::string>{"w2"});
+  CHECK(r.comms[3].gradientsOf == std::vector<std::string>{"w1"});
   CHECK(split.stream() == "compute");
   CHECK(split.producer == "param w2");
   CHECK(gather.updateOf == "w2");
-  CHECK(gather.gradientOf.empty());
+  CHECK(gather.gradientsOf.empty());
 
   for (const PlanDeviceMemory &m : r.devices) {
     CHECK(m.paramBytes == 96);
@@ -671,7 +732,10 @@ TEST_CASE("PlanReport: JSON has the table's content") {
   CHECK(rs->getString("to") == llvm::StringRef("S1"));
   CHECK(rs->getString("phase") == llvm::StringRef("backward"));
   CHECK(rs->getString("stream") == llvm::StringRef("comm"));
-  CHECK(rs->getString("gradient_of") == llvm::StringRef("w2"));
+  REQUIRE(rs->getArray("gradients_of"));
+  REQUIRE(rs->getArray("gradients_of")->size() == 1);
+  CHECK((*rs->getArray("gradients_of"))[0].getAsString() ==
+        llvm::StringRef("w2"));
   CHECK(rs->get("update_of")->getAsNull());
   CHECK(num(rs, "op") == 10);
   CHECK(num(rs, "bytes_per_device") == 24);
