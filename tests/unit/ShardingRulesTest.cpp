@@ -389,6 +389,27 @@ bool checkSignature(Case &c, const MeshAxis &axis, const ShardingSignature &sig,
   const Op &op = *c.op;
   Mesh mesh({axis});
   auto sharding = [&](Placement p) { return Sharding{{axis.name, p}}; };
+  // No device gets an empty part of a split dimension.
+  auto emptyPart = [&](Placement p, const TensorType &t) {
+    if (!p.isSplit())
+      return false;
+    if (p.dim < 0 || p.dim >= t.rank())
+      return true;
+    for (int64_t size : splitSizes(t.shape[p.dim], axis))
+      if (size <= 0)
+        return true;
+    return false;
+  };
+  if (emptyPart(sig.result, op.type())) {
+    why = "the result split has an empty part or no such dimension";
+    return false;
+  }
+  for (unsigned i = 0; i < sig.operands.size() && i < op.numOperands(); ++i)
+    if (emptyPart(sig.operands[i], op.operand(i)->type())) {
+      why = "the split of operand " + std::to_string(i) +
+            " has an empty part or no such dimension";
+      return false;
+    }
   if (sig.operands.size() != op.numOperands()) {
     why = "signature has " + std::to_string(sig.operands.size()) + " operands";
     return false;
@@ -655,6 +676,7 @@ TEST_CASE("sharding rules: partial sums only through linear ops") {
 TEST_CASE("sharding rules: localizeOp rewrites shapes, scales, keeps place") {
   OneOp bc(OpKind::Broadcast, {f32({6})}, {{"shape", Ints{5, 6}}});
   bc.op->setScope("blocks.0.mlp");
+  bc.op->setLoc(Loc::make("model.mg", 12, 5));
   Module local;
   Builder b(local.graph());
   b.setScope("elsewhere");
@@ -665,6 +687,8 @@ TEST_CASE("sharding rules: localizeOp rewrites shapes, scales, keeps place") {
   CHECK(r.value->type() == f32({3, 6}));
   CHECK(r.value->definingOp()->attrs().getInts("shape") == Ints{3, 6});
   CHECK(r.value->definingOp()->scope() == "blocks.0.mlp");
+  CHECK(r.value->definingOp()->loc().str() == "model.mg:12:5");
+  CHECK_FALSE(b.loc().valid());
   CHECK(b.scope() == "elsewhere");
 
   OneOp grad(OpKind::EmbeddingGrad, {f32({4, 6}), TensorType(DType::I32, {4})},
