@@ -78,9 +78,14 @@ llvm::StringMap<std::vector<std::string>> logicalTips(const ir::Module &m) {
 class DotWriter {
 public:
   DotWriter(const ir::Module &sharded, const passes::DevicePrograms &programs,
-            llvm::raw_ostream &os)
-      : sharded_(sharded), programs_(programs), os_(os),
-        tips_(logicalTips(sharded)) {}
+            const PlanDotOptions &options, llvm::raw_ostream &os)
+      : sharded_(sharded), programs_(programs), options_(options), os_(os),
+        tips_(logicalTips(sharded)) {
+    int64_t n = static_cast<int64_t>(programs_.programOf.size());
+    for (int64_t d = 0; d < n; ++d)
+      if (options.devices.empty() || llvm::is_contained(options.devices, d))
+        drawn_.push_back(d);
+  }
 
   void write() {
     const ir::Mesh &mesh = programs_.mesh;
@@ -91,10 +96,9 @@ public:
         << "  node [shape=box, fontsize=8, height=0.2, width=0.3, "
            "margin=\"0.03,0.01\", style=filled, fillcolor=white];\n"
         << "  edge [arrowsize=0.4, penwidth=0.6];\n";
-    int64_t n = static_cast<int64_t>(programs_.programOf.size());
-    for (int64_t d = 0; d < n; ++d)
+    for (int64_t d : drawn_)
       writeCluster(d);
-    for (int64_t d = 0; d < n; ++d)
+    for (int64_t d : drawn_)
       writeJoins(d);
     os_ << "}\n";
   }
@@ -134,6 +138,8 @@ private:
     llvm::DenseMap<const ir::Value *, std::string> ids;
     size_t i = 0;
     for (const auto &arg : g.arguments()) {
+      if (!options_.arguments)
+        break;
       std::string id = nodeId(d, "a", i++);
       ids[arg.get()] = id;
       const char *color = arg->kind() == ir::ValueKind::Param   ? "#d1e5f0"
@@ -196,6 +202,8 @@ private:
         continue;
       int64_t next = *(at + 1);
       const ir::Module *other = program(next);
+      if (!llvm::is_contained(drawn_, next))
+        continue;
       if (!other)
         continue;
       CollectivesByAxis theirs = collectivesOf(other->graph());
@@ -214,16 +222,18 @@ private:
 
   const ir::Module &sharded_;
   const passes::DevicePrograms &programs_;
+  const PlanDotOptions &options_;
   llvm::raw_ostream &os_;
+  std::vector<int64_t> drawn_; // the devices drawn, in order
   llvm::StringMap<std::vector<std::string>> tips_;
 };
 
 } // namespace
 
 void printPlanDot(const ir::Module &sharded,
-                  const passes::DevicePrograms &programs,
-                  llvm::raw_ostream &os) {
-  DotWriter(sharded, programs, os).write();
+                  const passes::DevicePrograms &programs, llvm::raw_ostream &os,
+                  const PlanDotOptions &options) {
+  DotWriter(sharded, programs, options, os).write();
 }
 
 } // namespace mgc::backend

@@ -386,6 +386,48 @@ private:
   llvm::DenseMap<const ir::Op *, PlanPhase> phase_;
 };
 
+// The local types of one logical value on every device, as ir::localType
+// gives them, with the part sizes computed once per axis rather than once
+// per device (a mesh may have thousands of devices).
+class LocalShapes {
+public:
+  LocalShapes(const ir::TensorType &logical, const ir::Sharding &sharding,
+              const ir::Mesh &mesh)
+      : logical_(logical) {
+    for (const ir::Sharding::Entry &e : sharding.entries()) {
+      int axis = mesh.axisIndex(e.axis);
+      int64_t dim = e.placement.dim;
+      if (e.placement.isSplit() && axis >= 0 && dim >= 0 &&
+          dim < logical.rank())
+        splits_.push_back(
+            {axis, dim, ir::splitSizes(logical.shape[dim], mesh.axes()[axis])});
+    }
+  }
+  ir::TensorType at(llvm::ArrayRef<int64_t> coords) const {
+    ir::TensorType t = logical_;
+    for (const Split &s : splits_)
+      t.shape[s.dim] = s.sizes[coords[s.axis]];
+    return t;
+  }
+
+private:
+  struct Split {
+    int axis;
+    int64_t dim;
+    std::vector<int64_t> sizes;
+  };
+  ir::TensorType logical_;
+  std::vector<Split> splits_;
+};
+
+// Per-device rows are computed for at most this many devices, so that a
+// mesh written by mistake (4096 x 4096) cannot exhaust memory.
+constexpr int64_t kMaxReportedDevices = 65536;
+
+int64_t reportedDevices(const PlanReport &r) {
+  return std::min(r.mesh.numDevices(), kMaxReportedDevices);
+}
+
 // The mesh: the module's `mesh` attribute, else the programs' mesh.
 ir::Mesh chooseMesh(const ir::Module &sharded,
                     const passes::DevicePrograms &programs,
@@ -423,21 +465,29 @@ const ir::Module *programOf(const passes::DevicePrograms &programs,
 
 void addParams(PlanReport &r, const ir::Module &sharded,
                const passes::DevicePrograms &programs) {
-  int64_t n = r.mesh.numDevices();
+  int64_t n = reportedDevices(r);
   for (const ir::Value *p : sharded.graph().params()) {
     PlanParam param;
     param.name = p->name();
     param.logical = p->type();
     param.sharding = p->sharding();
+    LocalShapes fromPlacement(p->type(), p->sharding(), r.mesh);
+    // The parameter in each program, looked up once per program.
+    std::vector<const ir::Value *> inProgram(programs.programs.size());
+    for (size_t k = 0; k < programs.programs.size(); ++k)
+      if (programs.programs[k])
+        if (const ir::Value *arg =
+                programs.programs[k]->graph().findArgument(p->name()))
+          if (arg->kind() == ir::ValueKind::Param)
+            inProgram[k] = arg;
     std::vector<int64_t> missing;
     for (int64_t d = 0; d < n; ++d) {
       // The program's local type; the placement's where there is none.
-      ir::TensorType local =
-          ir::localType(p->type(), p->sharding(), r.mesh, r.mesh.coords(d));
-      if (const ir::Module *prog = programOf(programs, d)) {
-        const ir::Value *arg = prog->graph().findArgument(p->name());
-        if (arg && arg->kind() == ir::ValueKind::Param)
-          local = arg->type();
+      ir::TensorType local = fromPlacement.at(r.mesh.coords(d));
+      size_t k = 0;
+      if (programOf(programs, d, &k)) {
+        if (inProgram[k])
+          local = inProgram[k]->type();
         else
           missing.push_back(d);
       }
@@ -458,7 +508,7 @@ void addParams(PlanReport &r, const ir::Module &sharded,
 void addComms(PlanReport &r, const ir::Module &sharded) {
   const ir::Graph &g = sharded.graph();
   ModuleFacts facts(g);
-  int64_t n = r.mesh.numDevices();
+  int64_t n = reportedDevices(r);
   for (const auto &opPtr : g.ops()) {
     const ir::Op &op = *opPtr;
     if (!isCommOp(op) || op.numOperands() != 1 || !op.operand(0))
@@ -502,12 +552,12 @@ void addComms(PlanReport &r, const ir::Module &sharded) {
     if (c.updateOf.empty() && c.phase != PlanPhase::Forward && c.collective)
       c.gradientsOf = facts.gradientsOf(op);
 
+    LocalShapes inShapes(operand->type(), operand->sharding(), r.mesh);
+    LocalShapes outShapes(op.type(), op.result()->sharding(), r.mesh);
     for (int64_t d = 0; d < n; ++d) {
       llvm::SmallVector<int64_t, 4> coords = r.mesh.coords(d);
-      uint64_t in = typeBytes(
-          ir::localType(operand->type(), operand->sharding(), r.mesh, coords));
-      uint64_t out = typeBytes(
-          ir::localType(op.type(), op.result()->sharding(), r.mesh, coords));
+      uint64_t in = typeBytes(inShapes.at(coords));
+      uint64_t out = typeBytes(outShapes.at(coords));
       c.bytesByDevice.push_back(commBytes(op.kind(), c.groupSize, in, out));
     }
     r.comms.push_back(std::move(c));
@@ -516,31 +566,45 @@ void addComms(PlanReport &r, const ir::Module &sharded) {
 
 void addDevices(PlanReport &r, const passes::DevicePrograms &programs,
                 llvm::ArrayRef<const Executable *> exes) {
-  int64_t n = r.mesh.numDevices();
+  // The argument bytes of each program, counted once.
+  std::vector<PlanDeviceMemory> ofProgram(programs.programs.size());
+  for (size_t k = 0; k < programs.programs.size(); ++k) {
+    if (!programs.programs[k])
+      continue;
+    PlanDeviceMemory &m = ofProgram[k];
+    m.program = k;
+    for (const auto &arg : programs.programs[k]->graph().arguments()) {
+      uint64_t b = typeBytes(arg->type());
+      if (arg->kind() == ir::ValueKind::Param)
+        m.paramBytes += b;
+      else if (arg->kind() == ir::ValueKind::State)
+        m.stateBytes += b;
+      else
+        m.inputBytes += b;
+    }
+    if (k < exes.size() && exes[k])
+      m.arenaPeak = exes[k]->plan.peak;
+  }
+  std::vector<int64_t> without;
+  int64_t n = reportedDevices(r);
   for (int64_t d = 0; d < n; ++d) {
     PlanDeviceMemory m;
+    size_t k = 0;
+    if (programOf(programs, d, &k))
+      m = ofProgram[k];
+    else
+      without.push_back(d);
     m.device = d;
-    const ir::Module *prog = programOf(programs, d, &m.program);
-    if (!prog) {
-      r.notes.push_back("device " + std::to_string(d) + " has no program");
-    } else {
-      for (const auto &arg : prog->graph().arguments()) {
-        uint64_t b = typeBytes(arg->type());
-        if (arg->kind() == ir::ValueKind::Param)
-          m.paramBytes += b;
-        else if (arg->kind() == ir::ValueKind::State)
-          m.stateBytes += b;
-        else
-          m.inputBytes += b;
-      }
-      if (m.program < exes.size() && exes[m.program])
-        m.arenaPeak = exes[m.program]->plan.peak;
-    }
     for (const PlanComm &c : r.comms)
       if (static_cast<size_t>(d) < c.bytesByDevice.size())
         m.commBytes += c.bytesByDevice[d];
     r.devices.push_back(m);
   }
+  if (!without.empty())
+    r.notes.push_back(std::string(without.size() > 1 ? "devices " : "device ") +
+                      formatDeviceList(without) +
+                      (without.size() > 1 ? " have" : " has") +
+                      " no program: their memory is not known");
   if (exes.size() != programs.programs.size())
     r.notes.push_back(std::to_string(exes.size()) + " executables for " +
                       std::to_string(programs.programs.size()) +
@@ -558,6 +622,10 @@ buildPlanReport(const ir::Module &sharded,
   r.mesh = chooseMesh(sharded, programs, r.notes);
   r.numPrograms = programs.programs.size();
   int64_t n = r.mesh.numDevices();
+  if (n > kMaxReportedDevices)
+    r.notes.push_back("the mesh has " + std::to_string(n) +
+                      " devices; per-device numbers cover the first " +
+                      std::to_string(kMaxReportedDevices));
   if (static_cast<int64_t>(programs.programOf.size()) != n)
     r.notes.push_back("the mesh " + r.mesh.str() + " has " + std::to_string(n) +
                       " devices but " +

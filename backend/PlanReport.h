@@ -133,11 +133,19 @@ std::string formatDeviceList(llvm::ArrayRef<int64_t> devices);
 void printPlan(const PlanReport &report, llvm::raw_ostream &os);
 // The same content as JSON (docs/plan.md, "JSON").
 void printPlanJson(const PlanReport &report, llvm::raw_ostream &os);
+struct PlanDotOptions {
+  // The devices drawn; empty: all. Collectives are joined only between
+  // devices drawn.
+  std::vector<int64_t> devices;
+  // Draw the arguments (parameters, inputs, state) and their edges.
+  bool arguments = true;
+};
+
 // A Graphviz graph of the partitioned step: one cluster per device with the
 // ops of its program, communication ops highlighted, dashed edges joining
 // the same collective across the devices of its group.
 void printPlanDot(const ir::Module &sharded,
-                  const passes::DevicePrograms &programs,
-                  llvm::raw_ostream &os);
+                  const passes::DevicePrograms &programs, llvm::raw_ostream &os,
+                  const PlanDotOptions &options = {});
 
 } // namespace mgc::backend

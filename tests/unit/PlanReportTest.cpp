@@ -146,6 +146,22 @@ TEST_CASE("PlanReport: the same module on dp=4 moves more per device") {
   CHECK(r.devices[0].commBytes == 6 + 72 + 18);
 }
 
+TEST_CASE("PlanReport: a huge mesh is covered up to a limit") {
+  std::string text = kDpSharded;
+  text.replace(text.find("dp=2"), 4, "dp=4096,tp=32");
+  auto m = parse(text);
+  PlanReport r = buildPlanReport(*m, passes::DevicePrograms{}, {});
+  CHECK(r.mesh.numDevices() == 131072);
+  CHECK(r.devices.size() == 65536);
+  CHECK(r.comms[1].bytesByDevice.size() == 65536);
+  // 2 * 4095 / 4096 of the 48-byte gradient, rounded down.
+  CHECK(r.comms[1].maxBytes() == 95);
+  bool noted = false;
+  for (const std::string &n : r.notes)
+    noted |= n.find("131072 devices") != std::string::npos;
+  CHECK(noted);
+}
+
 TEST_CASE("PlanReport: a bucket of fused gradients names each gradient") {
   // The gradients of b and c (same type) all-reduced over dp one by one,
   // then flattened, joined, all-reduced over tp once and cut back, as the
@@ -552,6 +568,23 @@ TEST_CASE("PlanReport: Graphviz of a dp x tp step") {
   CHECK(dot.find("tooltip=\"logical f32[6, 4] {dp=P, tp=S0} -> {dp=S1, "
                  "tp=S0}\"") != std::string::npos);
   CHECK(dot.find("d0_n0 [label=\"matmul\\nf32[4, 3]\"]") != std::string::npos);
+}
+
+TEST_CASE("PlanReport: Graphviz of some devices, without arguments") {
+  Example e = meshExample();
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  PlanDotOptions options;
+  options.devices = {0, 2};
+  options.arguments = false;
+  printPlanDot(*e.sharded, e.programs, os, options);
+  DotFacts f = checkDot(os.str());
+  CHECK(f.clusters == 2);
+  CHECK(f.nodes.size() == 2 * 26);
+  CHECK(s.find("cluster_dev1") == std::string::npos);
+  // Devices 0 and 2 form a dp group: its four collectives are joined; the
+  // tp partners are not drawn.
+  CHECK(f.dashed.size() == 4);
 }
 
 TEST_CASE("PlanReport: Graphviz with uneven programs, run through dot") {
