@@ -64,12 +64,14 @@ TEST_CASE("frontend samples: gpt at the 124M default") {
   REQUIRE(c.module);
   CHECK(c.diags.empty());
   auto types = paramTypes(*c.module);
-  // 4 top-level parameters and 12 per layer.
-  CHECK(types.size() == 4 + 12 * 12);
+  // 4 top-level parameters and 16 per layer.
+  CHECK(types.size() == 4 + 12 * 16);
   CHECK(types["wte"] == f32({50304, 768}));
   CHECK(types["wpe"] == f32({1024, 768}));
-  CHECK(types["blocks.0.attn.w_qkv"] == f32({768, 2304}));
-  CHECK(types["blocks.11.attn.w_qkv"] == f32({768, 2304}));
+  CHECK(types["blocks.0.attn.w_q"] == f32({768, 768}));
+  CHECK(types["blocks.11.attn.w_k"] == f32({768, 768}));
+  CHECK(types["blocks.11.attn.w_v"] == f32({768, 768}));
+  CHECK(types["blocks.11.attn.b_v"] == f32({768}));
   CHECK(types["blocks.11.attn.w_proj"] == f32({768, 768}));
   CHECK(types["blocks.11.mlp.w_fc"] == f32({768, 3072}));
   CHECK(types["blocks.11.mlp.w_proj"] == f32({3072, 768}));
@@ -80,6 +82,29 @@ TEST_CASE("frontend samples: gpt at the 124M default") {
     count += p->type().size();
   // GPT-2 124M with the vocabulary padded to 50304.
   CHECK(count == 124475904);
+  // Megatron tensor parallelism: q, k, v and the MLP's first matrix split by
+  // columns (with their biases), the output projections by rows; the rest
+  // has no hint.
+  const ir::Graph &g = c.module->graph();
+  std::map<std::string, std::string> hints;
+  for (ir::Value *p : g.params())
+    if (!p->sharding().empty())
+      hints[p->name()] = p->sharding().str();
+  CHECK(hints.size() == 12 * 10);
+  for (int i = 0; i < 12; ++i) {
+    std::string a = "blocks." + std::to_string(i) + ".attn.";
+    std::string m = "blocks." + std::to_string(i) + ".mlp.";
+    for (const char *w : {"w_q", "w_k", "w_v"})
+      CHECK(hints[a + w] == "{tp=S1}");
+    for (const char *b : {"b_q", "b_k", "b_v"})
+      CHECK(hints[a + b] == "{tp=S0}");
+    CHECK(hints[a + "w_proj"] == "{tp=S0}");
+    CHECK(hints[m + "w_fc"] == "{tp=S1}");
+    CHECK(hints[m + "b_fc"] == "{tp=S0}");
+    CHECK(hints[m + "w_proj"] == "{tp=S0}");
+  }
+  CHECK(g.findArgument("wte")->sharding().empty());
+  CHECK(g.findArgument("blocks.0.attn.b_proj")->sharding().empty());
   // Ops inside layers carry their layer's scope.
   std::set<std::string> scopes;
   for (const auto &op : c.module->graph().ops())
@@ -101,9 +126,9 @@ TEST_CASE("frontend samples: gpt at the tiny setting round-trips as text") {
   INFO(c.diags);
   REQUIRE(c.module);
   auto types = paramTypes(*c.module);
-  CHECK(types.size() == 4 + 2 * 12);
+  CHECK(types.size() == 4 + 2 * 16);
   CHECK(types["wte"] == f32({256, 32}));
-  CHECK(types["blocks.1.attn.w_qkv"] == f32({32, 96}));
+  CHECK(types["blocks.1.attn.w_q"] == f32({32, 32}));
   std::string text = ir::printModuleToString(*c.module);
   DiagnosticEngine diag;
   auto reparsed = ir::parseModuleText("tiny.mgir", text, diag);

@@ -111,7 +111,7 @@ TEST_CASE("gradcheck model: tiny GPT") {
     for (size_t i = 0; i < params.size(); ++i)
       CHECK(outs[forward->graph().outputs().size() + i].name ==
             "grad." + params[i]->name());
-    CHECK(differentiated->graph().findArgument("blocks.1.attn.w_qkv"));
+    CHECK(differentiated->graph().findArgument("blocks.1.attn.w_q"));
     size_t n = compareWithFiniteDifferences(*forward, *differentiated, args,
                                             randomElements(8, 17));
     size_t expected = 0;

@@ -6,7 +6,8 @@
 // RUN: mgc compile %s --emit=ir | FileCheck %s --check-prefix=FULL
 //
 // CHECK: module @gpt
-// CHECK: param %blocks.1.attn.w_qkv : f32[32, 96]
+// CHECK: param %blocks.1.attn.w_q : f32[32, 32]
+// CHECK: param %blocks.1.attn.w_v : f32[32, 32]
 // CHECK-NOT: attention(
 // CHECK: %[[Q:[0-9]+]] = transpose(%{{[0-9]+}}) {perm = [0, 2, 1, 3]} : f32[2, 2, 16, 16] scope "blocks.0.attn"
 // CHECK: %[[K:[0-9]+]] = transpose(%{{[0-9]+}}) {perm = [0, 2, 1, 3]} : f32[2, 2, 16, 16] scope "blocks.0.attn"
@@ -36,15 +37,18 @@ const P = 0.0     // dropout probability
 
 // Causal self-attention, composed from its parts.
 block attn(x: f32[B, T, D]) -> f32[B, T, D] {
-  param w_qkv: f32[D, 3*D] = normal(0, 0.02)
-  param b_qkv: f32[3*D]    = zeros
-  param w_proj: f32[D, D]  = normal(0, 0.02)
-  param b_proj: f32[D]     = zeros
-  qkv = x @ w_qkv + b_qkv                                     // [B, T, 3D]
+  param w_q: f32[D, D]    = normal(0, 0.02)
+  param b_q: f32[D]       = zeros
+  param w_k: f32[D, D]    = normal(0, 0.02)
+  param b_k: f32[D]       = zeros
+  param w_v: f32[D, D]    = normal(0, 0.02)
+  param b_v: f32[D]       = zeros
+  param w_proj: f32[D, D] = normal(0, 0.02)
+  param b_proj: f32[D]    = zeros
   // Split into heads: [B, T, D] -> [B, T, H, Dh] -> [B, H, T, Dh].
-  q = transpose(reshape(slice(qkv, 2, 0, D), [B, T, H, Dh]), 1, 2)
-  k = transpose(reshape(slice(qkv, 2, D, 2*D), [B, T, H, Dh]), 1, 2)
-  v = transpose(reshape(slice(qkv, 2, 2*D, 3*D), [B, T, H, Dh]), 1, 2)
+  q = transpose(reshape(x @ w_q + b_q, [B, T, H, Dh]), 1, 2)
+  k = transpose(reshape(x @ w_k + b_k, [B, T, H, Dh]), 1, 2)
+  v = transpose(reshape(x @ w_v + b_v, [B, T, H, Dh]), 1, 2)
   att = q @ transpose(k) / sqrt(constant(Dh, f32))           // [B, H, T, T]
   att = softmax(causal_mask(att), axis = -1)
   y = att @ v                                                 // [B, H, T, Dh]
