@@ -210,13 +210,14 @@ LogicalResult checkExecutable(const Executable &exe, llvm::StringRef what,
   // A plan whose live buffers overlap would silently corrupt results: check
   // it against the liveness of the order.
   std::vector<BufferRequest> requests = resultBuffers(graph, exe.order);
+  std::vector<uint32_t> waits = waitSteps(graph, exe.order);
   std::vector<uint64_t> offsets;
   for (const OpSlot &s : exe.plan.slots)
     offsets.push_back(s.offset);
-  for (size_t i = 0; i < n; ++i)
+  for (uint32_t i = 0; i < n; ++i)
     if (exe.plan.slots[i].scratchSize > 0) {
-      requests.push_back({exe.plan.slots[i].scratchSize, requests[i].first,
-                          requests[i].first});
+      requests.push_back(
+          scratchBuffer(exe.plan.slots[i].scratchSize, i, requests, waits));
       offsets.push_back(exe.plan.slots[i].scratchOffset);
     }
   if (auto conflict = findConflict(requests, offsets))

@@ -85,6 +85,37 @@ uint64_t maxLiveBytes(llvm::ArrayRef<BufferRequest> requests,
   return static_cast<uint64_t>(best);
 }
 
+std::vector<uint32_t> waitSteps(const ir::Graph &graph,
+                                llvm::ArrayRef<uint32_t> order) {
+  std::vector<const ir::Op *> ops;
+  llvm::DenseMap<const ir::Value *, uint32_t> opIndex;
+  for (const auto &op : graph.ops()) {
+    opIndex[op->result()] = static_cast<uint32_t>(ops.size());
+    ops.push_back(op.get());
+  }
+  uint32_t steps = static_cast<uint32_t>(order.size());
+  std::vector<uint32_t> waits(ops.size(), 0);
+  // Ops missing from the order (never in a valid schedule) count as the end.
+  std::vector<bool> waited(ops.size(), false);
+  for (uint32_t i = 0; i < ops.size(); ++i)
+    waits[i] = steps;
+  for (uint32_t s = 0; s < steps; ++s)
+    if (!ops[order[s]]->info().has(ir::kCollective)) {
+      waits[order[s]] = s;
+      waited[order[s]] = true;
+    }
+  // A communication op's first user in the order is where it is waited for.
+  for (uint32_t s = 0; s < steps; ++s)
+    for (const ir::Value *v : ops[order[s]]->operands()) {
+      auto it = opIndex.find(v);
+      if (it != opIndex.end() && !waited[it->second]) {
+        waits[it->second] = s;
+        waited[it->second] = true;
+      }
+    }
+  return waits;
+}
+
 std::vector<BufferRequest> resultBuffers(const ir::Graph &graph,
                                          llvm::ArrayRef<uint32_t> order) {
   std::vector<const ir::Op *> ops;
@@ -115,9 +146,32 @@ std::vector<BufferRequest> resultBuffers(const ir::Graph &graph,
     keepToEnd(o.value);
   for (const ir::Update &u : graph.updates())
     keepToEnd(u.value);
+  // The communication queue reads a communication op's operands and writes
+  // its result while the compute queue runs the ops up to the wait point:
+  // none of those ops may be given their bytes.
+  std::vector<uint32_t> waits = waitSteps(graph, order);
+  for (uint32_t s = 0; s < steps; ++s) {
+    const ir::Op *op = ops[order[s]];
+    if (!op->info().has(ir::kCollective))
+      continue;
+    uint32_t wait = waits[order[s]];
+    requests[order[s]].last = std::max(requests[order[s]].last, wait);
+    for (const ir::Value *v : op->operands()) {
+      auto it = opIndex.find(v);
+      if (it != opIndex.end())
+        requests[it->second].last = std::max(requests[it->second].last, wait);
+    }
+  }
   for (size_t i = 0; i < ops.size(); ++i)
     requests[i].size = typeBytes(ops[i]->type());
   return requests;
+}
+
+BufferRequest scratchBuffer(uint64_t scratchBytes, uint32_t op,
+                            llvm::ArrayRef<BufferRequest> results,
+                            llvm::ArrayRef<uint32_t> waits) {
+  return {scratchBytes, results[op].first,
+          std::max(results[op].first, waits[op])};
 }
 
 std::optional<std::pair<size_t, size_t>>
@@ -151,12 +205,14 @@ MemoryPlan planMemory(const ir::Graph &graph, llvm::ArrayRef<uint32_t> order,
   for (const auto &op : graph.ops())
     ops.push_back(op.get());
   std::vector<BufferRequest> requests = resultBuffers(graph, order);
-  // Scratch requests follow the results, live during their op only.
+  std::vector<uint32_t> waits = waitSteps(graph, order);
+  // Scratch requests follow the results, live during their op only (to its
+  // wait point for a communication op).
   std::vector<std::pair<uint32_t, size_t>> scratchRequests;
   for (uint32_t i = 0; i < ops.size(); ++i)
     if (uint64_t bytes = scratch(*ops[i])) {
       scratchRequests.push_back({i, requests.size()});
-      requests.push_back({bytes, requests[i].first, requests[i].first});
+      requests.push_back(scratchBuffer(bytes, i, requests, waits));
     }
   BufferPlacement placed = placeBuffers(requests);
 

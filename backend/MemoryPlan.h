@@ -66,14 +66,33 @@ using ScratchFn = llvm::function_ref<uint64_t(const ir::Op &op)>;
 // schedule: every operand defined before its use). A result is live from
 // its op to its last use; outputs and update values live to the end;
 // arguments (inputs, parameters, state) are bound separately and take no
-// arena space. Scratch space is live during its op only.
+// arena space. Scratch space is live during its op only. A communication
+// op (trait kCollective) runs on the communication queue while the compute
+// queue goes on until its wait point (waitSteps): its operands, its result
+// and its scratch space stay live from its step to its wait point.
 MemoryPlan planMemory(const ir::Graph &graph, llvm::ArrayRef<uint32_t> order,
                       ScratchFn scratch);
 
+// For each op of the graph (by graph position), the step by which its work
+// is complete from the compute queue's point of view. For an op run by the
+// compute queue, its own step. For a communication op, its wait point: the
+// step of the first op in `order` that uses its result (the compute queue
+// waits for the communication op before running that op), or
+// order.size() (the end of the step) when no op uses it.
+std::vector<uint32_t> waitSteps(const ir::Graph &graph,
+                                llvm::ArrayRef<uint32_t> order);
+
 // One request per op of the graph (indexed by graph position): its result's
-// bytes and live range in `order`, as planMemory sees them.
+// bytes and live range in `order`, as planMemory sees them (extended to the
+// wait points of the communication ops that use or define it).
 std::vector<BufferRequest> resultBuffers(const ir::Graph &graph,
                                          llvm::ArrayRef<uint32_t> order);
+
+// The scratch request of an op of `scratchBytes` bytes at graph position
+// `op`: live from its step to its wait point.
+BufferRequest scratchBuffer(uint64_t scratchBytes, uint32_t op,
+                            llvm::ArrayRef<BufferRequest> results,
+                            llvm::ArrayRef<uint32_t> waits);
 
 // Two requests live at a common step whose byte ranges overlap, if any.
 std::optional<std::pair<size_t, size_t>>

@@ -22,8 +22,9 @@ std::string kindWord(const ir::Value &v) {
 
 } // namespace
 
-CpuExecutor::CpuExecutor(const Executable &exe, unsigned threads)
-    : exe_(exe), pool_(threads) {}
+CpuExecutor::CpuExecutor(const Executable &exe, unsigned threads,
+                         Communicator *comm)
+    : exe_(exe), pool_(threads), comm_(comm) {}
 
 CpuExecutor::~CpuExecutor() {
   ::operator delete(arena_, std::align_val_t(kArenaAlignment));
@@ -39,7 +40,7 @@ std::unique_ptr<CpuExecutor> CpuExecutor::create(const Executable &exe,
   if (failed(checkExecutable(exe, exe.module->name(), diag)))
     return nullptr;
   unsigned threads = options.threads ? options.threads : hardwareThreads();
-  std::unique_ptr<CpuExecutor> ex(new CpuExecutor(exe, threads));
+  std::unique_ptr<CpuExecutor> ex(new CpuExecutor(exe, threads, options.comm));
   const ir::Graph &graph = exe.module->graph();
   for (const auto &arg : graph.arguments())
     ex->arguments_.push_back(arg.get());
@@ -101,21 +102,21 @@ TensorRef CpuExecutor::resolve(const Source &s,
   return {arena_ + s.offset, s.type};
 }
 
-FailureOr<RunResult> CpuExecutor::run(const NamedTensors &arguments,
-                                      DiagnosticEngine &diag) {
-  // Bind and check the arguments.
+LogicalResult CpuExecutor::bindArguments(const NamedTensors &arguments,
+                                         Bound &bound, DiagnosticEngine &diag,
+                                         llvm::StringRef prefix) {
   unsigned before = diag.errorCount();
-  std::vector<const runtime::Tensor *> bound(arguments_.size(), nullptr);
+  bound.assign(arguments_.size(), nullptr);
   for (size_t i = 0; i < arguments_.size(); ++i) {
     const ir::Value &arg = *arguments_[i];
     auto it = arguments.find(arg.name());
     if (it == arguments.end()) {
-      diag.error("missing tensor for " + kindWord(arg) + " '" + arg.name() +
-                 "'");
+      diag.error(prefix.str() + "missing tensor for " + kindWord(arg) + " '" +
+                 arg.name() + "'");
       continue;
     }
     if (it->second.type() != arg.type()) {
-      diag.error("tensor '" + arg.name() + "' has type " +
+      diag.error(prefix.str() + "tensor '" + arg.name() + "' has type " +
                  it->second.type().str() + " but the model expects " +
                  arg.type().str());
       continue;
@@ -124,33 +125,34 @@ FailureOr<RunResult> CpuExecutor::run(const NamedTensors &arguments,
   }
   for (const auto &[name, tensor] : arguments)
     if (!exe_.module->graph().findArgument(name))
-      diag.error("tensor '" + name +
+      diag.error(prefix.str() + "tensor '" + name +
                  "' is not an input, parameter or state of the model");
-  if (diag.errorCount() != before)
-    return failure();
+  return diag.errorCount() == before ? success() : failure();
+}
 
-  std::string error;
+LogicalResult CpuExecutor::runStep(size_t index, const Bound &bound,
+                                   ThreadPool &pool, std::string &error) {
+  const Step &step = steps_[index];
   llvm::SmallVector<TensorRef, 4> operands;
-  size_t index = 0;
-  for (const Step &step : steps_) {
-    operands.clear();
-    for (const Source &s : step.operands)
-      operands.push_back(resolve(s, bound));
-    KernelArgs args{*step.op,
-                    operands,
-                    {arena_ + step.offset, &step.op->type()},
-                    arena_ + step.scratchOffset,
-                    step.scratchSize,
-                    pool_,
-                    &error};
-    if (failed(step.kernel(args))) {
-      diag.error(step.op->loc(), "op %" + std::to_string(index) + " (" +
-                                     step.op->name().str() + "): " + error);
-      return failure();
-    }
-    ++index;
-  }
+  for (const Source &s : step.operands)
+    operands.push_back(resolve(s, bound));
+  std::string why;
+  KernelArgs args{*step.op,
+                  operands,
+                  {arena_ + step.offset, &step.op->type()},
+                  arena_ + step.scratchOffset,
+                  step.scratchSize,
+                  pool,
+                  &why,
+                  comm_};
+  if (succeeded(step.kernel(args)))
+    return success();
+  error = "op %" + std::to_string(index) + " (" + step.op->name().str() +
+          "): " + why;
+  return failure();
+}
 
+RunResult CpuExecutor::collectResults(const Bound &bound) {
   auto copyOut = [&](const ir::Value *v) {
     runtime::Tensor t(v->type());
     TensorRef src = resolve(sourceOf(v), bound);
@@ -165,6 +167,20 @@ FailureOr<RunResult> CpuExecutor::run(const NamedTensors &arguments,
   for (const ir::Update &u : graph.updates())
     result.updates[u.target->name()] = copyOut(u.value);
   return result;
+}
+
+FailureOr<RunResult> CpuExecutor::run(const NamedTensors &arguments,
+                                      DiagnosticEngine &diag) {
+  Bound bound;
+  if (failed(bindArguments(arguments, bound, diag)))
+    return failure();
+  std::string error;
+  for (size_t i = 0; i < steps_.size(); ++i)
+    if (failed(runStep(i, bound, pool_, error))) {
+      diag.error(steps_[i].op->loc(), error);
+      return failure();
+    }
+  return collectResults(bound);
 }
 
 } // namespace mgc::backend::cpu

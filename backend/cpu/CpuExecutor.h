@@ -23,6 +23,9 @@ struct CpuOptions {
   // Threads for the kernels, counting the caller; 0: one per hardware
   // thread. Results do not depend on it.
   unsigned threads = 0;
+  // The device's communicator in a multi-device run (kernels of the
+  // communication ops and local_split use it); null for one device.
+  Communicator *comm = nullptr;
 };
 
 struct RunResult {
@@ -52,8 +55,29 @@ public:
   uint64_t arenaBytes() const { return exe_.plan.peak; }
   unsigned threads() const { return pool_.size(); }
 
+  // The pieces of run(), for a runtime that spreads the steps of one
+  // program over several queues (MeshExecutor): bind the arguments, run
+  // each step (in the executable's order, on any thread, as long as a step
+  // runs after the steps that define its operands), collect the results.
+  using Bound = std::vector<const runtime::Tensor *>;
+  // Checks `arguments` as run() does and points `bound` at them (by graph
+  // argument); every message starts with `prefix`.
+  LogicalResult bindArguments(const NamedTensors &arguments, Bound &bound,
+                              DiagnosticEngine &diag,
+                              llvm::StringRef prefix = "");
+  size_t numSteps() const { return steps_.size(); }
+  const ir::Op &stepOp(size_t step) const { return *steps_[step].op; }
+  // Runs the kernel of step `step` with `pool` (the executor's own pool
+  // serves one thread at a time: another thread passes its own); on
+  // failure sets `error` to "op %N (name): why".
+  LogicalResult runStep(size_t step, const Bound &bound, ThreadPool &pool,
+                        std::string &error);
+  ThreadPool &pool() { return pool_; }
+  // Copies the outputs and update values out of the arena (and arguments).
+  RunResult collectResults(const Bound &bound);
+
 private:
-  CpuExecutor(const Executable &exe, unsigned threads);
+  CpuExecutor(const Executable &exe, unsigned threads, Communicator *comm);
 
   // Where an operand comes from: an argument (by index) or the arena.
   struct Source {
@@ -74,6 +98,7 @@ private:
 
   const Executable &exe_;
   ThreadPool pool_;
+  Communicator *comm_ = nullptr;
   std::vector<const ir::Value *> arguments_; // graph arguments in order
   std::vector<Step> steps_;
   std::byte *arena_ = nullptr;

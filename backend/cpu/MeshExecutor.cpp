@@ -1,0 +1,234 @@
+// The mesh executor: checks the device programs against the mesh and
+// against each other, gives every device its executor, arena and threads
+// (MeshExecutorQueues.h), and runs one step on all devices at once.
+#include "backend/cpu/MeshExecutor.h"
+
+#include "backend/cpu/InProcessCommunicator.h"
+#include "backend/cpu/MeshExecutorQueues.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <mutex>
+
+namespace mgc::backend::cpu {
+
+namespace {
+
+std::string devicePrefix(int64_t device) {
+  return "device " + std::to_string(device) + ": ";
+}
+
+// A communication op as the sequence check sees it.
+struct CommOp {
+  size_t step;
+  const ir::Op *op;
+  std::string str() const {
+    return op->name().str() + " on '" + op->attrs().getString("axis") + "'";
+  }
+};
+
+std::vector<CommOp> commOps(const Executable &exe) {
+  std::vector<const ir::Op *> ops;
+  for (const auto &op : exe.module->graph().ops())
+    ops.push_back(op.get());
+  std::vector<CommOp> result;
+  for (size_t i = 0; i < exe.order.size() && exe.order[i] < ops.size(); ++i)
+    if (ops[exe.order[i]]->info().has(ir::kCollective))
+      result.push_back({i, ops[exe.order[i]]});
+  return result;
+}
+
+// Every device must issue the same communication ops (kind and axis) in
+// the same order, or a collective would meet the wrong peer call or wait
+// forever; and each must name an axis of the mesh.
+LogicalResult
+checkCommunication(const ir::Mesh &mesh,
+                   const std::vector<const Executable *> &programs,
+                   DiagnosticEngine &diag) {
+  std::vector<CommOp> first = commOps(*programs[0]);
+  for (size_t d = 0; d < programs.size(); ++d) {
+    if (d > 0 && programs[d] == programs[0])
+      continue;
+    std::vector<CommOp> ops = commOps(*programs[d]);
+    for (const CommOp &c : ops)
+      if (mesh.axisIndex(c.op->attrs().getString("axis")) < 0) {
+        diag.error(c.op->loc(),
+                   devicePrefix(static_cast<int64_t>(d)) + "op %" +
+                       std::to_string(c.step) + " (" + c.str() +
+                       ") communicates over an axis that the mesh " +
+                       mesh.str() + " does not have");
+        return failure();
+      }
+    if (d == 0)
+      continue;
+    for (size_t i = 0; i < std::min(ops.size(), first.size()); ++i)
+      if (ops[i].op->kind() != first[i].op->kind() ||
+          ops[i].op->attrs().getString("axis") !=
+              first[i].op->attrs().getString("axis")) {
+        diag.error(ops[i].op->loc(),
+                   devicePrefix(static_cast<int64_t>(d)) + "communication op " +
+                       std::to_string(i + 1) + " is " + ops[i].str() +
+                       " where device 0 has " + first[i].str() +
+                       ": every device must issue the same communication "
+                       "ops in the same order");
+        return failure();
+      }
+    if (ops.size() != first.size()) {
+      diag.error(devicePrefix(static_cast<int64_t>(d)) + "the program has " +
+                 std::to_string(ops.size()) +
+                 " communication ops but device 0's has " +
+                 std::to_string(first.size()) +
+                 ": every device must issue the same communication ops in "
+                 "the same order");
+      return failure();
+    }
+  }
+  return success();
+}
+
+} // namespace
+
+struct MeshExecutor::Impl {
+  Impl(const ir::Mesh &mesh, const MeshOptions &options)
+      : mesh(mesh), comms(mesh), options(options),
+        state([this](const std::string &reason) { comms.abort(reason); }) {}
+
+  ir::Mesh mesh;
+  InProcessMesh comms;
+  MeshOptions options;
+  MeshRunState state;
+  std::vector<std::unique_ptr<MeshDevice>> devices;
+
+  // Devices still running the current step.
+  std::mutex mutex;
+  std::condition_variable allDone;
+  size_t running = 0;
+
+  bool traceStarted = false;
+  std::vector<TraceEvent> trace;
+};
+
+MeshExecutor::MeshExecutor(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+
+MeshExecutor::~MeshExecutor() = default;
+
+std::unique_ptr<MeshExecutor>
+MeshExecutor::create(const ir::Mesh &mesh,
+                     std::vector<const Executable *> programs,
+                     const MeshOptions &options, DiagnosticEngine &diag) {
+  int64_t n = mesh.numDevices();
+  if (static_cast<int64_t>(programs.size()) != n) {
+    diag.error("the mesh " + mesh.str() + " has " + std::to_string(n) +
+               " devices but " + std::to_string(programs.size()) +
+               " device programs were given");
+    return nullptr;
+  }
+  for (int64_t d = 0; d < n; ++d)
+    if (!programs[d] || !programs[d]->module) {
+      diag.error(devicePrefix(d) + "no program");
+      return nullptr;
+    }
+  // Every program is checked before the communication ops are compared
+  // (the comparison walks each program's order).
+  for (int64_t d = 0; d < n; ++d) {
+    bool seen = std::find(programs.begin(), programs.begin() + d,
+                          programs[d]) != programs.begin() + d;
+    if (!seen && failed(checkExecutable(*programs[d],
+                                        programs[d]->module->name(), diag))) {
+      diag.error(devicePrefix(d) + "its program cannot run");
+      return nullptr;
+    }
+  }
+  if (failed(checkCommunication(mesh, programs, diag)))
+    return nullptr;
+
+  auto impl = std::make_unique<Impl>(mesh, options);
+  unsigned threads = options.threadsPerDevice;
+  if (threads == 0)
+    threads =
+        std::max<unsigned>(1, hardwareThreads() / static_cast<unsigned>(n));
+  for (int64_t d = 0; d < n; ++d) {
+    CpuOptions cpu;
+    cpu.threads = threads;
+    cpu.comm = &impl->comms.endpoint(d);
+    std::unique_ptr<CpuExecutor> ex =
+        CpuExecutor::create(*programs[d], cpu, diag);
+    if (!ex) {
+      diag.error(devicePrefix(d) + "its program cannot run");
+      return nullptr;
+    }
+    impl->devices.push_back(std::make_unique<MeshDevice>(
+        d, std::move(ex), impl->state, options.trace));
+  }
+  return std::unique_ptr<MeshExecutor>(new MeshExecutor(std::move(impl)));
+}
+
+FailureOr<std::vector<RunResult>>
+MeshExecutor::run(const std::vector<NamedTensors> &arguments,
+                  DiagnosticEngine &diag) {
+  Impl &im = *impl_;
+  size_t n = im.devices.size();
+  if (arguments.size() != n) {
+    diag.error("the mesh " + im.mesh.str() + " has " + std::to_string(n) +
+               " devices but arguments for " +
+               std::to_string(arguments.size()) + " were given");
+    return failure();
+  }
+  unsigned before = diag.errorCount();
+  for (size_t d = 0; d < n; ++d)
+    (void)im.devices[d]->executor().bindArguments(
+        arguments[d], im.devices[d]->bound(), diag,
+        devicePrefix(static_cast<int64_t>(d)));
+  if (diag.errorCount() != before)
+    return failure();
+
+  if (im.options.trace && !im.traceStarted) {
+    im.state.setOrigin(MeshClock::now());
+    im.traceStarted = true;
+  }
+  im.state.begin();
+  {
+    std::lock_guard<std::mutex> lock(im.mutex);
+    im.running = n;
+  }
+  for (auto &device : im.devices)
+    device->start([&im] {
+      std::lock_guard<std::mutex> lock(im.mutex);
+      if (--im.running == 0)
+        im.allDone.notify_all();
+    });
+  {
+    std::unique_lock<std::mutex> lock(im.mutex);
+    im.allDone.wait(lock, [&] { return im.running == 0; });
+  }
+
+  if (im.options.trace)
+    for (auto &device : im.devices)
+      for (TraceEvent &e : device->takeTrace())
+        im.trace.push_back(std::move(e));
+  const MeshRunState::Error &error = im.state.firstError();
+  if (error.device >= 0) {
+    diag.error(error.loc, devicePrefix(error.device) + error.message);
+    // Every queue is idle: the aborted collectives may be cleared.
+    im.comms.reset();
+    return failure();
+  }
+  std::vector<RunResult> results;
+  for (auto &device : im.devices)
+    results.push_back(device->executor().collectResults(device->bound()));
+  return results;
+}
+
+const std::vector<TraceEvent> &MeshExecutor::trace() const {
+  return impl_->trace;
+}
+
+void MeshExecutor::clearTrace() {
+  impl_->trace.clear();
+  impl_->traceStarted = false;
+}
+
+const ir::Mesh &MeshExecutor::mesh() const { return impl_->mesh; }
+
+} // namespace mgc::backend::cpu
