@@ -16,13 +16,15 @@ namespace {
 
 constexpr int64_t kComputeThread = 0, kCommunicationThread = 1;
 
+// json::Value keeps a StringRef without copying: names are std::strings.
 llvm::json::Object metadata(llvm::StringRef what, int64_t pid, int64_t tid,
-                            llvm::StringRef name) {
-  return llvm::json::Object{{"name", what},
-                            {"ph", "M"},
-                            {"pid", pid},
-                            {"tid", tid},
-                            {"args", llvm::json::Object{{"name", name}}}};
+                            std::string name) {
+  return llvm::json::Object{
+      {"name", what},
+      {"ph", "M"},
+      {"pid", pid},
+      {"tid", tid},
+      {"args", llvm::json::Object{{"name", std::move(name)}}}};
 }
 
 } // namespace
