@@ -23,8 +23,9 @@
 namespace mgc::backend::cpu {
 
 struct MeshOptions {
-  // Kernel threads per device (the caller's thread counts for device 0);
-  // results never depend on it.
+  // Kernel threads per device, counting the device's compute thread (0:
+  // the hardware threads shared out among the devices); results never
+  // depend on it.
   unsigned threadsPerDevice = 1;
   // Record a timeline of every op (see trace()).
   bool trace = false;

@@ -359,6 +359,30 @@ TEST_CASE("Mesh communication: an error on one device stops every device "
   }
 }
 
+TEST_CASE("Mesh communication: devices that disagree on a collective fail "
+          "with the communicator's message, every time, without hanging") {
+  auto four = build(R"(module @four {
+  input %v : f32[4]
+  %r = all_reduce(%v) {axis = "dp"} : f32[4]
+  output r = %r
+})");
+  auto three = build(R"(module @three {
+  input %v : f32[3]
+  %r = all_reduce(%v) {axis = "dp"} : f32[3]
+  output r = %r
+})");
+  Runner r(mesh("dp=2"), {four.get(), three.get()});
+  std::vector<NamedTensors> args = {
+      toTensors({{"v", randomHost(f32({4}), 81)}}),
+      toTensors({{"v", randomHost(f32({3}), 82)}})};
+  for (int run = 0; run < 2; ++run) {
+    r.out.clear();
+    CHECK(r.ex->run(args, r.diag).failed());
+    CHECK(r.errors().find(": op %0 (all_reduce): ") != std::string::npos);
+    CHECK(r.errors().find("disagree") != std::string::npos);
+  }
+}
+
 // A path in the temporary folder, removed when the test ends.
 struct TempPath {
   std::string path =
