@@ -159,7 +159,7 @@ MeshExecutor::create(const ir::Mesh &mesh,
       return nullptr;
     }
     impl->devices.push_back(std::make_unique<MeshDevice>(
-        d, std::move(ex), impl->state, options.trace));
+        d, std::move(ex), impl->mesh, impl->state, options.trace));
   }
   return std::unique_ptr<MeshExecutor>(new MeshExecutor(std::move(impl)));
 }

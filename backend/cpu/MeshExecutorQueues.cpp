@@ -6,38 +6,24 @@
 #include "backend/cpu/MeshExecutorQueues.h"
 
 #include "backend/MemoryPlan.h"
-
-#include <cstdio>
+#include "backend/PlanReport.h"
 
 namespace mgc::backend::cpu {
 
 namespace {
 
-std::string bytesText(uint64_t bytes) {
-  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  if (bytes < 1024)
-    return std::to_string(bytes) + " B";
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f %s", v, units[u]);
-  return text;
-}
-
 // What the trace says about an op: for a communication op its axis and the
-// bytes of the tensor it exchanges (the larger of its operand and result:
-// the whole of an all-gather's result, of a reduce-scatter's operand); for
-// other ops their scope.
-std::string detailOf(const ir::Op &op) {
+// bytes this device sends (the ring estimate of the plan report, so the
+// trace and `--emit=plan` agree); for other ops their scope.
+std::string detailOf(const ir::Op &op, const ir::Mesh &mesh) {
   if (!op.info().has(ir::kCollective))
     return op.scope();
+  const std::string &axis = op.attrs().getString("axis");
+  const ir::MeshAxis *a = mesh.findAxis(axis);
   uint64_t bytes =
-      std::max(typeBytes(op.operand(0)->type()), typeBytes(op.type()));
-  return "axis " + op.attrs().getString("axis") + ", " + bytesText(bytes);
+      commBytes(op.kind(), a ? a->size : 1, typeBytes(op.operand(0)->type()),
+                typeBytes(op.type()));
+  return "axis " + axis + ", " + formatBytes(bytes);
 }
 
 } // namespace
@@ -64,7 +50,7 @@ void MeshRunState::fail(int64_t device, Loc loc, const std::string &message) {
 }
 
 MeshDevice::MeshDevice(int64_t index, std::unique_ptr<CpuExecutor> executor,
-                       MeshRunState &state, bool trace)
+                       const ir::Mesh &mesh, MeshRunState &state, bool trace)
     : index_(index), executor_(std::move(executor)), state_(state),
       trace_(trace) {
   const Executable &exe = executor_->executable();
@@ -76,7 +62,7 @@ MeshDevice::MeshDevice(int64_t index, std::unique_ptr<CpuExecutor> executor,
   size_t tickets = 0;
   for (size_t i = 0; i < n; ++i) {
     const ir::Op &op = executor_->stepOp(i);
-    details_.push_back(detailOf(op));
+    details_.push_back(detailOf(op, mesh));
     if (!op.info().has(ir::kCollective))
       continue;
     isComm_[i] = true;

@@ -69,7 +69,7 @@ class MeshDevice {
 public:
   // Starts the device's two threads; they idle until start().
   MeshDevice(int64_t index, std::unique_ptr<CpuExecutor> executor,
-             MeshRunState &state, bool trace);
+             const ir::Mesh &mesh, MeshRunState &state, bool trace);
   // Stops and joins the threads (no run may be in flight).
   ~MeshDevice();
   MeshDevice(const MeshDevice &) = delete;
