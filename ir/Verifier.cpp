@@ -5,6 +5,30 @@
 
 namespace mgc::ir {
 
+// A placement names dimensions the value has; partial sums are of
+// floating-point values; a dimension is split on one axis at most.
+static void checkSharding(const Value &v, Loc loc, const std::string &what,
+                          DiagnosticEngine &diag) {
+  const Sharding &s = v.sharding();
+  for (size_t i = 0; i < s.entries().size(); ++i) {
+    const Sharding::Entry &e = s.entries()[i];
+    if (e.placement.isSplit() &&
+        (e.placement.dim < 0 || e.placement.dim >= v.type().rank()))
+      diag.error(loc, what + " is split along dimension " +
+                          std::to_string(e.placement.dim) + " on axis '" +
+                          e.axis + "' but has type " + v.type().str());
+    if (e.placement.isPartial() && !isFloat(v.type().dtype))
+      diag.error(loc, what + " of type " + v.type().str() +
+                          " cannot be partial sums on axis '" + e.axis + "'");
+    for (size_t j = 0; j < i; ++j)
+      if (e.placement.isSplit() && s.entries()[j].placement == e.placement)
+        diag.error(loc, what + " splits dimension " +
+                            std::to_string(e.placement.dim) +
+                            " on two axes, '" + s.entries()[j].axis +
+                            "' and '" + e.axis + "'");
+  }
+}
+
 LogicalResult verify(const Module &module, DiagnosticEngine &diag) {
   const Graph &g = module.graph();
   unsigned errorsBefore = diag.errorCount();
@@ -25,6 +49,7 @@ LogicalResult verify(const Module &module, DiagnosticEngine &diag) {
       diag.error(arg->loc(), "parameter '" + arg->name() +
                                  "' must be floating-point, got " +
                                  arg->type().str());
+    checkSharding(*arg, arg->loc(), "argument '" + arg->name() + "'", diag);
     defined[arg.get()] = -1;
   }
 
@@ -56,6 +81,7 @@ LogicalResult verify(const Module &module, DiagnosticEngine &diag) {
     }
     if (op.result()->definingOp() != &op)
       diag.error(op.loc(), what + " has a corrupt result");
+    checkSharding(*op.result(), op.loc(), "the result of " + what, diag);
     defined[op.result()] = index++;
   }
 

@@ -320,8 +320,13 @@ LogicalResult buildTrainingStep(ir::Module &module, const OptimizerConfig &c,
       Value *scale = splat(clipScale);
       grad = sb.mul(grad, scale);
     }
+    // A parameter's optimizer state is placed like its gradient (the
+    // shard-strategy pass places gradients: replicated for data
+    // parallelism, split on dp for ZeRO), so each device updates its part.
     auto addState = [&](const std::string &stateName) {
-      return g.addState(stateName, type, ir::Init{}, p->loc());
+      Value *st = g.addState(stateName, type, ir::Init{}, p->loc());
+      st->setSharding(s.grad->sharding());
+      return st;
     };
     Value *newParam = nullptr;
     if (c.kind == OptimizerKind::SGD) {

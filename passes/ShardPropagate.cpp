@@ -1,0 +1,312 @@
+// shard: sharding propagation and reshard (docs/partitioning.md). Walks the
+// ops in order; every operand is placed by then (arguments by the strategy,
+// results by this walk). For each op and each mesh axis it picks, among the
+// op's legal signatures (ShardingRules.h), the cheapest by this cost, in
+// order:
+//   1. bytes sent to move the operands to the signature's placements
+//      (Reshard.h): the op waits for them; plus, when the signature splits
+//      the result of an op none of whose operands is split on the axis, the
+//      bytes of gathering that result again. A split nobody asked for is
+//      usually undone by a later op, and so a partial sum reduce-scattered
+//      into a new split costs what its all-reduce costs (without this the
+//      walk, seeing only one op, would always take the reduce-scatter);
+//   2. bytes of replicated operands cut locally (a split without traffic
+//      still costs a copy);
+//   3. bytes sent to move the result to a requested placement (a gradient
+//      to its all-reduce): that traffic overlaps the rest of the backward,
+//      so it only breaks ties. Counting it fully would, for small batches,
+//      gather the activations to compute every weight gradient whole on
+//      every device instead of all-reducing it: less traffic, but the
+//      traffic the computation waits for, and the computation repeated;
+//   4. whether the signature splits a result whose operands are all
+//      replicated (that spreads splits nobody asked for, such as a
+//      broadcast constant split because it can be);
+//   5. the rule's order.
+// It then reshards the operands that need it (right before the op; each
+// value is resharded to a placement once and shared by later users), and
+// places the result. A result placed before the walk (a gradient placed by
+// shard-strategy) is a request: the op runs under its cheapest signature
+// and the result is resharded right after it, so the gradient all-reduce is
+// issued as soon as the gradient exists. Updates are resharded to their
+// target's placement right after their value.
+#include "passes/Pass.h"
+#include "passes/Reshard.h"
+#include "passes/ShardStrategy.h"
+#include "passes/ShardingRules.h"
+
+#include "ir/Builder.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+
+#include <limits>
+#include <map>
+#include <tuple>
+
+namespace mgc::passes {
+
+using ir::Placement;
+using ir::Sharding;
+using ir::Value;
+
+namespace {
+
+struct Cost {
+  double comm = 0, split = 0, resultComm = 0;
+  int introduced = 0;
+  size_t order = 0;
+  bool operator<(const Cost &o) const {
+    return std::tie(comm, split, resultComm, introduced, order) <
+           std::tie(o.comm, o.split, o.resultComm, o.introduced, o.order);
+  }
+};
+
+class Propagator {
+public:
+  Propagator(ir::Module &module, const ir::Mesh &mesh, DiagnosticEngine &diag)
+      : g_(module.graph()), mesh_(mesh), diag_(diag), b_(module.graph()) {}
+
+  LogicalResult run() {
+    for (const auto &arg : g_.arguments())
+      arg->setSharding(completeSharding(arg->sharding(), mesh_));
+    std::vector<std::pair<ir::Op *, ir::Graph::OpIterator>> ops;
+    for (auto it = g_.ops().begin(); it != g_.ops().end(); ++it)
+      ops.push_back({it->get(), it});
+    for (auto &[op, it] : ops)
+      if (failed(placeOp(*op, it)))
+        return failure();
+    if (failed(placeUpdates()))
+      return failure();
+    splitAtSource();
+    return success();
+  }
+
+private:
+  // Local bytes of a value under its current placement (device 0's part).
+  double localBytes(const Value *v, const Sharding &s) const {
+    llvm::SmallVector<int64_t, 4> origin(mesh_.axes().size(), 0);
+    return static_cast<double>(ir::localType(v->type(), s, mesh_, origin).size() *
+                               ir::dtypeBytes(v->type().dtype));
+  }
+
+  static Sharding withAxis(Sharding s, llvm::StringRef axis, Placement p) {
+    s.set(axis, p);
+    return s;
+  }
+
+  // Whether giving `s` placement `p` on `axis` would split a dimension that
+  // another axis already splits.
+  static bool collides(const Sharding &s, llvm::StringRef axis, Placement p) {
+    if (!p.isSplit())
+      return false;
+    llvm::StringRef other = s.axisSplitting(p.dim);
+    return !other.empty() && other != axis;
+  }
+
+  LogicalResult placeOp(ir::Op &op, ir::Graph::OpIterator it) {
+    Value *result = op.result();
+    Sharding requested = result->sharding();
+    unsigned n = op.numOperands();
+    // What each operand must be and what the result is, axis by axis.
+    std::vector<Sharding> need(n);
+    for (unsigned i = 0; i < n; ++i)
+      need[i] = op.operand(i)->sharding();
+    Sharding res;
+    for (const ir::MeshAxis &axis : mesh_.axes()) {
+      llvm::SmallVector<ShardingSignature, 8> sigs =
+          legalSignatures(op, axis);
+      const ShardingSignature *best = nullptr;
+      Cost bestCost;
+      for (size_t k = 0; k < sigs.size(); ++k) {
+        const ShardingSignature &sig = sigs[k];
+        if (sig.operands.size() != n)
+          continue;
+        Cost c;
+        c.order = k;
+        bool valid = !collides(res, axis.name, sig.result);
+        bool allReplicated = true, anySplit = false;
+        for (unsigned i = 0; i < n; ++i)
+          anySplit |= op.operand(i)->sharding().get(axis.name).isSplit();
+        for (unsigned i = 0; i < n && valid; ++i) {
+          Value *v = op.operand(i);
+          valid = !collides(need[i], axis.name, sig.operands[i]);
+          Placement from = v->sharding().get(axis.name);
+          double bytes = localBytes(v, v->sharding());
+          c.comm += axisReshardBytes(from, sig.operands[i], axis, bytes);
+          if (from.isReplicate() && sig.operands[i].isSplit())
+            c.split += bytes;
+          allReplicated &= sig.operands[i].isReplicate();
+        }
+        if (!valid || c.comm == std::numeric_limits<double>::infinity())
+          continue;
+        if (const Placement *want = requested.find(axis.name)) {
+          c.resultComm = axisReshardBytes(sig.result, *want, axis,
+                                          localBytes(result, requested));
+          if (c.resultComm == std::numeric_limits<double>::infinity())
+            continue;
+        }
+        c.introduced = allReplicated && sig.result.isSplit() && n > 0;
+        if (sig.result.isSplit() && !anySplit)
+          c.comm += axisReshardBytes(
+              sig.result, Placement::replicate(), axis,
+              localBytes(result, withAxis(res, axis.name, sig.result)));
+        if (!best || c < bestCost) {
+          best = &sig;
+          bestCost = c;
+        }
+      }
+      if (!best) {
+        diag_.error(op.loc(), "shard: no placement of " + op.name().str() +
+                                  " on axis '" + axis.name +
+                                  "' fits its operands (internal error)");
+        return failure();
+      }
+      for (unsigned i = 0; i < n; ++i)
+        need[i].set(axis.name, best->operands[i]);
+      res.set(axis.name, best->result);
+    }
+    // Reshard the operands right before the op.
+    b_.setInsertionPoint(it);
+    b_.setLoc(op.loc());
+    b_.setScope(op.scope());
+    for (unsigned i = 0; i < n; ++i) {
+      Value *v = resharded(op.operand(i), need[i]);
+      if (!v)
+        return failure();
+      op.setOperand(i, v);
+    }
+    result->setSharding(res);
+    if (requested.empty())
+      return success();
+    // A requested placement: reshard right after the op; later users (the
+    // ops after it, outputs and updates) use the resharded value.
+    Sharding want = res;
+    for (const Sharding::Entry &e : requested.entries())
+      if (mesh_.findAxis(e.axis))
+        want.set(e.axis, e.placement);
+    if (want == res)
+      return success();
+    ir::Graph::OpIterator next = std::next(it);
+    b_.setInsertionPoint(next);
+    Value *moved = resharded(result, want);
+    if (!moved)
+      return failure();
+    // The ops after the new communication ops.
+    for (auto &later : llvm::make_range(next, g_.ops().end()))
+      for (unsigned i = 0; i < later->numOperands(); ++i)
+        if (later->operand(i) == result)
+          later->setOperand(i, moved);
+    g_.remapResults([&](Value *v) { return v == result ? moved : v; });
+    return success();
+  }
+
+  // `v` moved to `to`, made once per (value, placement).
+  Value *resharded(Value *v, const Sharding &to) {
+    if (v->sharding() == to)
+      return v;
+    auto key = std::make_pair(v, to.str());
+    auto found = cache_.find(key);
+    if (found != cache_.end())
+      return found->second;
+    std::string error;
+    Value *r = reshard(b_, v, to, mesh_, error);
+    if (!r) {
+      diag_.error(b_.loc(), "shard: " + error);
+      return nullptr;
+    }
+    cache_[key] = r;
+    return r;
+  }
+
+  LogicalResult placeUpdates() {
+    for (ir::Update &u : g_.updates()) {
+      if (u.value->sharding() == u.target->sharding())
+        continue;
+      // Right after the value is computed (or first, for an argument).
+      ir::Graph::OpIterator pos = g_.ops().begin();
+      if (ir::Op *def = u.value->definingOp())
+        for (auto it = g_.ops().begin(); it != g_.ops().end(); ++it)
+          if (it->get() == def) {
+            pos = std::next(it);
+            break;
+          }
+      b_.setInsertionPoint(pos);
+      b_.setLoc(u.loc);
+      b_.setScope(u.value->definingOp() ? u.value->definingOp()->scope()
+                                        : std::string());
+      Value *v = resharded(u.value, u.target->sharding());
+      if (!v)
+        return failure();
+      u.value = v;
+    }
+    return success();
+  }
+
+  // A local split of a value whose op could have made the part directly
+  // from the same operands (a broadcast of a replicated constant: the
+  // optimizer's splats, a bias) is replaced by that op making only the
+  // part: no whole temporary, less work. The walk above leaves these
+  // because it decides each op before it sees its users.
+  void splitAtSource() {
+    llvm::DenseMap<const Value *, unsigned> uses = g_.useCounts();
+    std::vector<ir::Op *> dead;
+    for (auto it = g_.ops().begin(); it != g_.ops().end(); ++it) {
+      ir::Op &split = **it;
+      if (split.kind() != ir::OpKind::LocalSplit)
+        continue;
+      ir::Op *src = split.operand(0)->definingOp();
+      if (!src || src->info().has(ir::kCollective) ||
+          src->kind() == ir::OpKind::LocalSplit)
+        continue;
+      const std::string &axisName = split.attrs().getString("axis");
+      const ir::MeshAxis *axis = mesh_.findAxis(axisName);
+      Placement want = split.result()->sharding().get(axisName);
+      bool can = false;
+      for (const ShardingSignature &sig : legalSignatures(*src, *axis)) {
+        bool same = sig.result == want && sig.scaleOperand < 0 &&
+                    sig.operands.size() == src->numOperands();
+        for (unsigned i = 0; same && i < src->numOperands(); ++i)
+          same = sig.operands[i] ==
+                 src->operand(i)->sharding().get(axisName);
+        can |= same;
+      }
+      if (!can)
+        continue;
+      ir::Op *part = g_.createOpBefore(
+          it, src->kind(), src->operands(),
+          src->attrs(), src->type(), src->loc(), src->scope());
+      part->result()->setSharding(split.result()->sharding());
+      g_.replaceAllUsesWith(split.result(), part->result());
+      dead.push_back(&split);
+      if (--uses[src->result()] == 0)
+        dead.push_back(src);
+    }
+    llvm::DenseSet<const ir::Op *> erase(dead.begin(), dead.end());
+    g_.eraseOpsIf([&](const ir::Op &op) { return erase.count(&op) > 0; });
+  }
+
+  ir::Graph &g_;
+  const ir::Mesh &mesh_;
+  DiagnosticEngine &diag_;
+  ir::Builder b_;
+  std::map<std::pair<Value *, std::string>, Value *> cache_;
+};
+
+class ShardPass : public Pass {
+public:
+  llvm::StringRef name() const override { return "shard"; }
+  LogicalResult run(ir::Module &module, DiagnosticEngine &diag) override {
+    std::optional<ir::Mesh> mesh = moduleMesh(module, "shard", diag);
+    if (!mesh)
+      return failure();
+    return Propagator(module, *mesh, diag).run();
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Pass> createShardPropagatePass() {
+  return std::make_unique<ShardPass>();
+}
+
+} // namespace mgc::passes
