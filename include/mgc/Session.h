@@ -107,6 +107,16 @@ struct SessionOptions {
   uint64_t seed = 0;
   // Worker threads of the CPU backend; 0 means one per core.
   int threads = 0;
+  // Train on a mesh of simulated devices, e.g. "dp=4" or "dp=2,tp=2"
+  // (weights of devices of different speed: "dp=2[3,1]"); empty: one
+  // device. The step's results are those of one device (docs/parallel.md).
+  std::string mesh;
+  // ZeRO stage on the dp axis: 0 (none), 1 or 2.
+  int zero = 0;
+  // Gradient all-reduces fused into buckets of this many MiB (0: none).
+  double bucketMiB = 25;
+  // Record a timeline of every device's queues (see writeTrace).
+  bool trace = false;
 };
 
 struct StepResult {
@@ -145,6 +155,10 @@ public:
   Status setParameter(const std::string &name, const Tensor &value);
   // Steps completed so far (restored by loadCheckpoint).
   int64_t stepCount() const;
+
+  // Writes the timeline of the steps run so far on a mesh (options.trace) as
+  // a Chrome trace-event JSON file (opens in Perfetto, chrome://tracing).
+  Status writeTrace(const std::string &path) const;
 
   // safetensors checkpoints with parameters, optimizer state and metadata;
   // written atomically (docs/checkpoints.md).

@@ -107,11 +107,11 @@ std::string listNames(const ir::Module &m, ir::ValueKind kind) {
 // Arguments for running `exe`: the fed inputs and the persistent tensors.
 // Reports inputs that were never fed.
 FailureOr<backend::cpu::NamedTensors>
-gatherArguments(const backend::Executable &exe, const Session::Impl &impl,
+gatherArguments(const ir::Module &program, const Session::Impl &impl,
                 DiagnosticEngine &diag) {
   backend::cpu::NamedTensors args;
   bool ok = true;
-  for (const auto &arg : exe.module->graph().arguments()) {
+  for (const auto &arg : program.graph().arguments()) {
     const auto &source =
         arg->kind() == ir::ValueKind::Input ? impl.fed : impl.persistent;
     auto it = source.find(arg->name());
@@ -126,6 +126,13 @@ gatherArguments(const backend::Executable &exe, const Session::Impl &impl,
   if (!ok)
     return failure();
   return args;
+}
+
+std::string readOptimizerName(const ir::Module &step) {
+  if (const ir::AttrValue *v = step.attrs().find("train.optimizer"))
+    if (auto *s = std::get_if<std::string>(v))
+      return *s;
+  return "adamw"; // the optimizer pass's default
 }
 
 } // namespace
@@ -170,10 +177,36 @@ Session::create(const std::string &path, const SessionOptions &options) {
     impl->sourceText = diag.sourceText(path).str();
     if (failed(session::applyTrainOverrides(*module, options.train, diag)))
       return c.status();
+    if (!options.mesh.empty()) {
+      std::string error;
+      std::optional<ir::Mesh> mesh = ir::Mesh::parse(options.mesh, error);
+      if (!mesh) {
+        diag.error("mesh '" + options.mesh + "': " + error);
+        return c.status();
+      }
+      module->attrs().set(session::kModelHashAttr,
+                          session::modelHash(*module));
+      auto meshStep =
+          session::buildMeshStep(
+          *module, {*mesh, options.zero, options.bucketMiB}, diag);
+      if (meshStep.failed())
+        return c.status();
+      backend::cpu::MeshOptions meshOptions;
+      meshOptions.trace = options.trace;
+      impl->meshRunner = session::MeshRunner::create(std::move(*meshStep),
+                                                     meshOptions, diag);
+      if (!impl->meshRunner)
+        return c.status();
+    } else if (options.zero != 0) {
+      diag.error("ZeRO (zero = " + std::to_string(options.zero) +
+                 ") needs a mesh with a dp axis");
+      return c.status();
+    }
     auto exes = session::buildModelExecutables(std::move(module), diag);
     if (exes.failed())
       return c.status();
-    impl->stepExe = std::move(exes->step);
+    if (!impl->meshRunner)
+      impl->stepExe = std::move(exes->step);
     impl->forwardExe = std::move(exes->forward);
     impl->modelHash = session::executableModelHash(*impl->forwardExe->module);
   }
@@ -187,11 +220,10 @@ Session::create(const std::string &path, const SessionOptions &options) {
     if (!impl->stepRunner)
       return c.status();
     impl->main = impl->stepExe->module.get();
-    if (const ir::AttrValue *v = impl->main->attrs().find("train.optimizer"))
-      if (auto *s = std::get_if<std::string>(v))
-        impl->optimizer = *s;
-    if (impl->optimizer.empty())
-      impl->optimizer = "adamw"; // the optimizer pass's default
+    impl->optimizer = readOptimizerName(*impl->main);
+  } else if (impl->meshRunner) {
+    impl->main = impl->meshRunner->step().sharded.get();
+    impl->optimizer = readOptimizerName(*impl->main);
   } else {
     impl->main = impl->forwardExe->module.get();
   }
@@ -240,15 +272,16 @@ Status Session::feed(const std::string &input, Tensor value) {
 }
 
 Result<StepResult> Session::step() {
-  if (!impl_->stepRunner)
+  if (!impl_->stepRunner && !impl_->meshRunner)
     return Status::error(
         "error: the model has no training step (it has no loss output, or "
         "the session was made from a forward-only executable); use forward()");
   DiagnosticCollector c(impl_.get());
-  auto args = gatherArguments(*impl_->stepExe, *impl_, c.diag());
+  auto args = gatherArguments(*impl_->main, *impl_, c.diag());
   if (args.failed())
     return c.status();
-  auto run = impl_->stepRunner->run(*args, c.diag());
+  auto run = impl_->meshRunner ? impl_->meshRunner->run(*args, c.diag())
+                               : impl_->stepRunner->run(*args, c.diag());
   if (run.failed())
     return c.status();
   for (auto &[name, t] : run->updates)
@@ -269,7 +302,7 @@ Result<StepResult> Session::step() {
 
 Result<std::map<std::string, Tensor>> Session::forward() {
   DiagnosticCollector c(impl_.get());
-  auto args = gatherArguments(*impl_->forwardExe, *impl_, c.diag());
+  auto args = gatherArguments(*impl_->forwardExe->module, *impl_, c.diag());
   if (args.failed())
     return c.status();
   auto run = impl_->forwardRunner->run(*args, c.diag());
@@ -306,5 +339,16 @@ Status Session::setParameter(const std::string &name, const Tensor &value) {
 }
 
 int64_t Session::stepCount() const { return session::stepCount(*impl_); }
+
+Status Session::writeTrace(const std::string &path) const {
+  if (!impl_->meshRunner)
+    return Status::error("error: a trace is recorded only for a step on a "
+                         "mesh (SessionOptions::mesh and trace)");
+  DiagnosticCollector c(impl_.get());
+  if (failed(backend::cpu::writeChromeTrace(
+          impl_->meshRunner->executor().trace(), path, c.diag())))
+    return c.status();
+  return Status::ok();
+}
 
 } // namespace mgc

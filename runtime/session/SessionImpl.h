@@ -7,6 +7,7 @@
 
 #include "backend/Executable.h"
 #include "backend/cpu/CpuExecutor.h"
+#include "runtime/session/MeshStep.h"
 #include "support/Diagnostics.h"
 
 #include "llvm/Support/raw_ostream.h"
@@ -21,6 +22,8 @@ struct Session::Impl {
   // program.
   std::unique_ptr<backend::Executable> stepExe, forwardExe;
   std::unique_ptr<backend::cpu::CpuExecutor> stepRunner, forwardRunner;
+  // The training step on a mesh (instead of stepExe/stepRunner).
+  std::unique_ptr<session::MeshRunner> meshRunner;
   // The program whose arguments define the session: the step if there is
   // one, else the forward program.
   const ir::Module *main = nullptr;

@@ -34,6 +34,9 @@ std::vector<OptionSpec> outputOptions();
 // temporary and a rename, so a failed write never leaves half a file.
 int emitModule(const ir::Module &module, const ParsedArgs &args,
                DiagnosticEngine &diag);
+// Writes text to -o (default stdout) the same way.
+int emitText(const std::string &text, const ParsedArgs &args,
+             DiagnosticEngine &diag);
 
 // Parses arguments for a command, handling --help and usage errors. Returns
 // nullopt with `exitCode` set when the command should stop.

@@ -84,13 +84,17 @@ int emitModule(const ir::Module &module, const ParsedArgs &args,
                DiagnosticEngine &diag) {
   ir::PrintOptions printOptions;
   printOptions.locations = args.has("--locations");
+  return emitText(ir::printModuleToString(module, printOptions), args, diag);
+}
+
+int emitText(const std::string &text, const ParsedArgs &args,
+             DiagnosticEngine &diag) {
   std::string path = args.get("-o", "-");
   if (path == "-") {
-    ir::printModule(module, llvm::outs(), printOptions);
+    llvm::outs() << text;
     llvm::outs().flush();
     return kSuccess;
   }
-  std::string text = ir::printModuleToString(module, printOptions);
   if (llvm::Error err = writeFileAtomically(
           path, [&](FileSink &sink) { return sink.write(text); })) {
     diag.error(llvm::toString(std::move(err)));

@@ -1,11 +1,14 @@
 // mgc compile: a model file to IR.
 #include "tools/mgc/Commands.h"
+#include "tools/mgc/MeshOptions.h"
 
 #include "backend/Executable.h"
+#include "backend/PlanReport.h"
 #include "backend/cpu/Kernels.h"
 #include "frontend/Frontend.h"
 
 #include "llvm/Support/Format.h"
+#include "runtime/session/MeshStep.h"
 #include "runtime/session/Pipeline.h"
 
 #include "llvm/Support/raw_ostream.h"
@@ -16,8 +19,10 @@ const CommandSpec &compileSpec() {
   static const CommandSpec spec = [] {
     CommandSpec s;
     s.name = "compile";
-    s.usage = "mgc compile MODEL.mg [-D NAME=VALUE]... [--emit=ir|exe] "
-              "[--passes=PIPELINE] [-o FILE|-]";
+    s.usage = "mgc compile MODEL.mg [-D NAME=VALUE]... [--emit=KIND] "
+              "[--passes=PIPELINE] [-o FILE|-]\n"
+              "       mgc compile MODEL.mg --mesh AXES [--zero N] "
+              "[--emit=plan|plan-json|dot|ir|device-ir] [--device K]";
     s.summary = "Compile a model file and print what mgc makes of it.";
     s.positionalName = "a model file (MODEL.mg, or - for stdin)";
     s.minPositionals = s.maxPositionals = 1;
@@ -28,11 +33,20 @@ const CommandSpec &compileSpec() {
          "KIND",
          "what to write: ir (the IR text) or exe (an executable: the "
          "training step when the model has a loss, unless --passes is "
-         "given; the default when -o names a .mgx file)",
+         "given; the default when -o names a .mgx file); with a mesh: ir "
+         "(the training step with every value's placement and the "
+         "communication), device-ir (one device's program, see --device), "
+         "plan (a table of placements, communication and memory per "
+         "device), plan-json (the same as JSON), dot (a Graphviz graph of "
+         "the partitioned step)",
          false,
-         {"ir", "exe"}},
+         {"ir", "exe", "device-ir", "plan", "plan-json", "dot"}},
+        {"--device", "K", "the device whose program --emit=device-ir prints "
+                          "(default 0)"},
         {"--no-warnings", "", "do not print warnings"},
     };
+    for (auto &o : meshOptions())
+      s.options.push_back(o);
     for (auto &o : outputOptions())
       s.options.push_back(o);
     for (auto &o : passPipelineOptions())
@@ -42,6 +56,54 @@ const CommandSpec &compileSpec() {
     return s;
   }();
   return spec;
+}
+
+// The training step partitioned for a mesh: the sharded step or one
+// device's program.
+static int compileForMesh(const ir::Module &module, const MeshChoice &mesh,
+                          const ParsedArgs &args, DiagnosticEngine &diag) {
+  std::string emit = args.get("--emit", "ir");
+  if (emit == "exe" || args.has("--passes")) {
+    llvm::errs() << "mgc compile: error: "
+                 << (emit == "exe" ? "--emit=exe" : "--passes")
+                 << " does not apply with a mesh yet (use --emit=ir or "
+                    "device-ir)\n";
+    return kUsageError;
+  }
+  int64_t device = 0;
+  if (args.has("--device") &&
+      (llvm::StringRef(args.get("--device")).getAsInteger(10, device) ||
+       device < 0 || device >= mesh.mesh->numDevices())) {
+    llvm::errs() << "mgc compile: error: --device expects a device of the "
+                 << "mesh " << mesh.mesh->str() << ", 0 to "
+                 << mesh.mesh->numDevices() - 1 << ", got '"
+                 << args.get("--device") << "'\n";
+    return kUsageError;
+  }
+  auto step = session::buildMeshStep(
+      module, {*mesh.mesh, mesh.zero, mesh.bucketMiB}, diag);
+  if (step.failed())
+    return kUserError;
+  if (emit == "device-ir")
+    return emitModule(step->programs.programFor(device), args, diag);
+  if (emit == "ir")
+    return emitModule(*step->sharded, args, diag);
+  std::vector<const backend::Executable *> executables;
+  for (const auto &exe : step->executables)
+    executables.push_back(exe.get());
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (emit == "dot") {
+    backend::printPlanDot(*step->sharded, step->programs, os);
+  } else {
+    backend::PlanReport report = backend::buildPlanReport(
+        *step->sharded, step->programs, executables);
+    if (emit == "plan")
+      backend::printPlan(report, os);
+    else
+      backend::printPlanJson(report, os);
+  }
+  return emitText(os.str(), args, diag);
 }
 
 int runCompile(llvm::ArrayRef<std::string> rawArgs) {
@@ -60,11 +122,28 @@ int runCompile(llvm::ArrayRef<std::string> rawArgs) {
     }
     options.defines[define.substr(0, eq)] = define.substr(eq + 1);
   }
+  std::optional<MeshChoice> mesh = parseMeshChoice(*args, "compile", exitCode);
+  if (!mesh)
+    return exitCode;
+  std::string emit = args->get("--emit", "ir");
+  if (!mesh->mesh && (emit == "device-ir" || emit == "plan" ||
+                      emit == "plan-json" || emit == "dot")) {
+    llvm::errs() << "mgc compile: error: --emit=" << emit
+                 << " needs a mesh (--mesh or --devices)\n";
+    return kUsageError;
+  }
+  if (args->has("--device") && emit != "device-ir") {
+    llvm::errs() << "mgc compile: error: --device applies to "
+                    "--emit=device-ir\n";
+    return kUsageError;
+  }
   DiagnosticEngine diag;
   diag.setWarningsEnabled(!args->has("--no-warnings"));
   auto module = frontend::compileModelFile(args->positionals[0], options, diag);
   if (!module || diag.hasErrors())
     return kUserError;
+  if (mesh->mesh)
+    return compileForMesh(*module, *mesh, *args, diag);
   std::string out = args->get("-o", "-");
   bool exe = args->has("--emit") ? args->get("--emit", "ir") == "exe"
                                  : llvm::StringRef(out).endswith(".mgx");

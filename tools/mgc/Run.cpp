@@ -1,5 +1,7 @@
 // mgc run: train a model on the CPU with the executor library.
 #include "tools/mgc/Commands.h"
+#include "tools/mgc/MeshOptions.h"
+#include "tools/mgc/RunCheck.h"
 #include "tools/mgc/RunData.h"
 #include "tools/mgc/RunProgress.h"
 
@@ -103,7 +105,9 @@ const CommandSpec &runSpec() {
               "--token-dtype u16|i32]\n"
               "       [--lr X] [--optimizer sgd|adamw] [--save CKPT] "
               "[--save-every K]\n"
-              "       [--resume CKPT] [--log-json FILE] [--threads N]";
+              "       [--resume CKPT] [--log-json FILE] [--threads N]\n"
+              "       [--mesh AXES | --devices N] [--zero STAGE] "
+              "[--dp-weights W,...] [--trace FILE] [--check-single]";
     s.summary = "Train a model on the CPU and report the loss.";
     s.positionalName = "a model file (MODEL.mg or MODEL.mgx)";
     s.minPositionals = s.maxPositionals = 1;
@@ -150,6 +154,21 @@ const CommandSpec &runSpec() {
               "when stdout is not a terminal, print a line every K steps "
               "(default 10; the first and last step always)"},
              {"--threads", "N", "CPU worker threads (default: one per core)"},
+         })
+      s.options.push_back(o);
+    for (OptionSpec o : meshOptions())
+      s.options.push_back(o);
+    for (OptionSpec o : std::vector<OptionSpec>{
+             {"--trace", "FILE",
+              "with a mesh: write a timeline of every device's compute and "
+              "communication queues (Chrome trace-event JSON; open it in "
+              "Perfetto or chrome://tracing)"},
+             {"--check-single", "",
+              "with a mesh: train the same model on one device alongside, "
+              "compare the loss at every step and the parameters at the end; "
+              "exit 1 on a difference"},
+             {"--check-tolerance", "X",
+              "relative tolerance of --check-single (default 1e-5)"},
          })
       s.options.push_back(o);
     s.details =
@@ -222,6 +241,27 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
     return usageError("--seed expects an integer >= 0, got '" +
                       args->get("--seed") + "'");
 
+  std::optional<MeshChoice> mesh = parseMeshChoice(*args, "run", exitCode);
+  if (!mesh)
+    return exitCode;
+  if (mesh->mesh) {
+    options.mesh = mesh->mesh->str();
+    options.zero = mesh->zero;
+    options.bucketMiB = mesh->bucketMiB;
+    options.trace = args->has("--trace");
+  } else {
+    for (const char *flag : {"--trace", "--check-single"})
+      if (args->has(flag))
+        return usageError(std::string(flag) +
+                          " needs a mesh (--mesh or --devices)");
+  }
+  double tolerance = 1e-5;
+  if (args->has("--check-tolerance") &&
+      (!parseNumber(args->get("--check-tolerance"), tolerance) ||
+       tolerance < 0))
+    return usageError("--check-tolerance expects a number >= 0, got '" +
+                      args->get("--check-tolerance") + "'");
+
   DataChoice data;
   for (const std::string &binding : args->getAll("--data")) {
     std::string name, path;
@@ -277,6 +317,18 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
     if (!st)
       return errorExit(st.message());
   }
+  std::unique_ptr<SingleDeviceCheck> check;
+  if (args->has("--check-single")) {
+    auto made = SingleDeviceCheck::create(modelPath, options, tolerance);
+    if (!made)
+      return errorExit(made.status().message());
+    check = std::move(*made);
+    if (args->has("--resume")) {
+      Status st = check->reference().loadCheckpoint(args->get("--resume"));
+      if (!st)
+        return errorExit(st.message());
+    }
+  }
   int64_t firstStep = s.stepCount();
   if (args->has("--resume")) {
     // The run continues with the checkpoint's seed (the session adopts it),
@@ -320,7 +372,13 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
     return kSuccess;
   }
   llvm::outs() << "training " << modelPath << " from step " << firstStep
-               << " to " << steps << " on " << setup->description << "\n";
+               << " to " << steps << " on " << setup->description;
+  if (mesh->mesh)
+    llvm::outs() << ", mesh " << mesh->mesh->str() << " ("
+                 << mesh->mesh->numDevices() << " simulated devices"
+                 << (mesh->zero ? ", ZeRO " + std::to_string(mesh->zero) : "")
+                 << ")";
+  llvm::outs() << "\n";
   llvm::outs().flush();
 
   gInterrupted = 0;
@@ -346,6 +404,20 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
     auto result = s.step();
     if (!result)
       return errorExit(result.status().message());
+    if (check) {
+      for (auto &[name, tensor] : batch) {
+        Status st = check->reference().feed(name, toSessionTensor(tensor));
+        if (!st)
+          return errorExit(st.message());
+      }
+      auto single = check->reference().step();
+      if (!single)
+        return errorExit(single.status().message());
+      std::string diff =
+          check->compareStep(result->step, result->loss, single->loss);
+      if (!diff.empty())
+        return errorExit(diff);
+    }
     StepRecord record;
     record.step = result->step;
     record.loss = result->loss;
@@ -359,6 +431,17 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
         return rc;
   }
   progress.finish(gInterrupted ? "interrupted" : "done");
+  if (check) {
+    std::string diff = check->finish(s, llvm::outs());
+    if (!diff.empty())
+      return errorExit(diff);
+  }
+  if (args->has("--trace")) {
+    Status st = s.writeTrace(args->get("--trace"));
+    if (!st)
+      return errorExit(st.message());
+    llvm::outs() << "wrote the timeline to " << args->get("--trace") << "\n";
+  }
   if (!savePath.empty()) {
     if (int rc = save())
       return rc;

@@ -1,0 +1,103 @@
+#include "tools/mgc/MeshOptions.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace mgc::cli {
+
+std::vector<OptionSpec> meshOptions() {
+  return {
+      {"--mesh", "AXES",
+       "train on a mesh of simulated devices: named axes and sizes, e.g. "
+       "dp=4 or dp=2,tp=2 (dp: data parallel, tp: tensor parallel)"},
+      {"--devices", "N", "N devices, data parallel: the same as --mesh dp=N"},
+      {"--dp-weights", "W,...",
+       "relative speed of the dp devices: each gets that share of every "
+       "batch, e.g. 3,1"},
+      {"--zero", "STAGE",
+       "ZeRO on the dp axis: 1 or 2 split the optimizer state and the "
+       "update over the dp devices (0: off)",
+       false,
+       {"0", "1", "2"}},
+      {"--bucket-mib", "MIB",
+       "fuse the gradient all-reduces into buckets of this many MiB, each "
+       "issued as soon as its last gradient exists (default 25; 0: one "
+       "all-reduce per gradient)"},
+  };
+}
+
+std::optional<MeshChoice> parseMeshChoice(const ParsedArgs &args,
+                                          llvm::StringRef command,
+                                          int &exitCode) {
+  auto usage = [&](const std::string &message) -> std::optional<MeshChoice> {
+    llvm::errs() << "mgc " << command << ": error: " << message << "\n";
+    exitCode = kUsageError;
+    return std::nullopt;
+  };
+  MeshChoice choice;
+  if (args.has("--mesh") && args.has("--devices"))
+    return usage("--mesh and --devices are alternatives: give one of them");
+  std::string text;
+  if (args.has("--devices")) {
+    int64_t n = 0;
+    if (llvm::StringRef(args.get("--devices")).getAsInteger(10, n) || n < 1 ||
+        n > 4096)
+      return usage("--devices expects an integer from 1 to 4096, got '" +
+                   args.get("--devices") + "'");
+    text = "dp=" + std::to_string(n);
+  } else if (args.has("--mesh")) {
+    text = args.get("--mesh");
+  }
+  if (!text.empty()) {
+    std::string error;
+    choice.mesh = ir::Mesh::parse(text, error);
+    if (!choice.mesh)
+      return usage("--mesh '" + text + "': " + error);
+  }
+  if (args.has("--dp-weights")) {
+    const ir::MeshAxis *dp = choice.mesh ? choice.mesh->findAxis("dp") : nullptr;
+    if (!dp)
+      return usage("--dp-weights needs a mesh with a dp axis (--mesh or "
+                   "--devices)");
+    llvm::SmallVector<llvm::StringRef, 8> parts;
+    llvm::StringRef(args.get("--dp-weights")).split(parts, ',');
+    if (static_cast<int64_t>(parts.size()) != dp->size)
+      return usage("--dp-weights has " + std::to_string(parts.size()) +
+                   " weights for dp=" + std::to_string(dp->size) +
+                   ": expected one per dp device");
+    std::vector<ir::MeshAxis> axes(choice.mesh->axes().begin(),
+                                   choice.mesh->axes().end());
+    for (ir::MeshAxis &a : axes)
+      if (a.name == "dp") {
+        a.weights.clear();
+        for (llvm::StringRef p : parts) {
+          int64_t w = 0;
+          if (p.trim().getAsInteger(10, w) || w < 1 || w > 1000000)
+            return usage("--dp-weights expects positive integers, got '" +
+                         p.trim().str() + "'");
+          a.weights.push_back(w);
+        }
+        if (ir::allEqual(a.weights))
+          a.weights.clear();
+      }
+    choice.mesh = ir::Mesh(std::move(axes));
+  }
+  if (args.has("--zero")) {
+    choice.zero = std::stoi(args.get("--zero"));
+    if (choice.zero != 0 && (!choice.mesh || !choice.mesh->findAxis("dp")))
+      return usage("--zero " + args.get("--zero") +
+                   " needs a mesh with a dp axis (--mesh or --devices)");
+  }
+  if (args.has("--bucket-mib")) {
+    if (!choice.mesh)
+      return usage("--bucket-mib needs a mesh (--mesh or --devices)");
+    llvm::StringRef text = args.get("--bucket-mib");
+    if (text.getAsDouble(choice.bucketMiB) || !(choice.bucketMiB >= 0) ||
+        choice.bucketMiB > 1e6)
+      return usage("--bucket-mib expects a number of MiB >= 0, got '" +
+                   text.str() + "'");
+  }
+  return choice;
+}
+
+} // namespace mgc::cli

@@ -1,0 +1,29 @@
+// The mesh flags shared by mgc compile and mgc run: --mesh, --devices,
+// --dp-weights, --zero and --bucket-mib, and their checking (usage errors name the flag).
+#pragma once
+
+#include "tools/mgc/Options.h"
+
+#include "ir/Sharding.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mgc::cli {
+
+struct MeshChoice {
+  std::optional<ir::Mesh> mesh; // none: one device
+  int zero = 0;
+  double bucketMiB = 25;
+};
+
+std::vector<OptionSpec> meshOptions();
+
+// The mesh the flags ask for. On a usage error prints it (prefixed with
+// "mgc COMMAND: error: ") and returns nullopt with `exitCode` set.
+std::optional<MeshChoice> parseMeshChoice(const ParsedArgs &args,
+                                          llvm::StringRef command,
+                                          int &exitCode);
+
+} // namespace mgc::cli
