@@ -15,11 +15,12 @@ const P = 0.0     // dropout probability
 
 // Causal self-attention with the fused attention op. q, k and v have
 // matrices of their own, so that tensor parallelism can split them by heads.
+// There is no key bias: softmax ignores a shift shared by a row of scores,
+// so it could not change the output (its gradient is zero).
 block attn(x: f32[B, T, D]) -> f32[B, T, D] {
   param w_q: f32[D, D]    = normal(0, 0.02)
   param b_q: f32[D]       = zeros
   param w_k: f32[D, D]    = normal(0, 0.02)
-  param b_k: f32[D]       = zeros
   param w_v: f32[D, D]    = normal(0, 0.02)
   param b_v: f32[D]       = zeros
   param w_proj: f32[D, D] = normal(0, 0.02)
@@ -28,12 +29,12 @@ block attn(x: f32[B, T, D]) -> f32[B, T, D] {
   // tp device computes whole heads), the output projection row-parallel
   // (one all-reduce of its result). b_proj stays replicated.
   shard(w_q, tp=S1); shard(b_q, tp=S0)
-  shard(w_k, tp=S1); shard(b_k, tp=S0)
+  shard(w_k, tp=S1)
   shard(w_v, tp=S1); shard(b_v, tp=S0)
   shard(w_proj, tp=S0)
   // Split into heads: [B, T, D] -> [B, T, H, Dh] -> [B, H, T, Dh].
   q = transpose(reshape(x @ w_q + b_q, [B, T, H, Dh]), 1, 2)
-  k = transpose(reshape(x @ w_k + b_k, [B, T, H, Dh]), 1, 2)
+  k = transpose(reshape(x @ w_k, [B, T, H, Dh]), 1, 2)
   v = transpose(reshape(x @ w_v + b_v, [B, T, H, Dh]), 1, 2)
   y = causal_attention(q, k, v)                               // [B, H, T, Dh]
   y = reshape(transpose(y, 1, 2), [B, T, D])                  // merge heads

@@ -40,14 +40,13 @@ block attn(x: f32[B, T, D]) -> f32[B, T, D] {
   param w_q: f32[D, D]    = normal(0, 0.02)
   param b_q: f32[D]       = zeros
   param w_k: f32[D, D]    = normal(0, 0.02)
-  param b_k: f32[D]       = zeros
   param w_v: f32[D, D]    = normal(0, 0.02)
   param b_v: f32[D]       = zeros
   param w_proj: f32[D, D] = normal(0, 0.02)
   param b_proj: f32[D]    = zeros
   // Split into heads: [B, T, D] -> [B, T, H, Dh] -> [B, H, T, Dh].
   q = transpose(reshape(x @ w_q + b_q, [B, T, H, Dh]), 1, 2)
-  k = transpose(reshape(x @ w_k + b_k, [B, T, H, Dh]), 1, 2)
+  k = transpose(reshape(x @ w_k, [B, T, H, Dh]), 1, 2)
   v = transpose(reshape(x @ w_v + b_v, [B, T, H, Dh]), 1, 2)
   att = q @ transpose(k) / sqrt(constant(Dh, f32))           // [B, H, T, T]
   att = softmax(causal_mask(att), axis = -1)
