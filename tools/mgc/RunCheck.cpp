@@ -10,7 +10,7 @@ namespace mgc::cli {
 
 Result<std::unique_ptr<SingleDeviceCheck>>
 SingleDeviceCheck::create(const std::string &modelPath, SessionOptions options,
-                          double tolerance) {
+                          double lossTolerance, double paramTolerance) {
   options.mesh.clear();
   options.zero = 0;
   options.trace = false;
@@ -19,7 +19,8 @@ SingleDeviceCheck::create(const std::string &modelPath, SessionOptions options,
     return session.status();
   auto check = std::make_unique<SingleDeviceCheck>();
   check->reference_ = std::move(*session);
-  check->tolerance_ = tolerance;
+  check->lossTolerance_ = lossTolerance;
+  check->paramTolerance_ = paramTolerance;
   return check;
 }
 
@@ -41,11 +42,11 @@ std::string SingleDeviceCheck::compareStep(int64_t step, double meshLoss,
   ++steps_;
   double d = relativeDiff(meshLoss, singleLoss);
   maxLossDiff_ = std::max(maxLossDiff_, d);
-  if (!(d <= tolerance_))
+  if (!(d <= lossTolerance_))
     return "check-single: step " + std::to_string(step) + ": loss " +
            num(meshLoss) + " on the mesh, " + num(singleLoss) +
            " on one device (relative difference " + num(d) + " > " +
-           num(tolerance_) + ")";
+           num(lossTolerance_) + ")";
   return "";
 }
 
@@ -78,14 +79,14 @@ std::string SingleDeviceCheck::finish(const Session &mesh,
   }
   os << llvm::format("check-single: %lld steps, largest loss difference "
                      "%.3g, largest parameter difference %.3g (%s), "
-                     "tolerance %.3g: ",
+                     "tolerances %.3g and %.3g: ",
                      static_cast<long long>(steps_), maxLossDiff_, worst,
-                     worstName.c_str(), tolerance_);
-  if (!(worst <= tolerance_)) {
+                     worstName.c_str(), lossTolerance_, paramTolerance_);
+  if (!(worst <= paramTolerance_)) {
     os << "FAILED\n";
     return "check-single: parameter '" + worstName +
            "' differs from the one-device run by " + num(worst) +
-           " (relative to its largest element) > " + num(tolerance_);
+           " (relative to its largest element) > " + num(paramTolerance_);
   }
   os << "ok (" << count << " parameters)\n";
   return "";

@@ -15,15 +15,22 @@ namespace mgc::cli {
 
 class SingleDeviceCheck {
 public:
+  // Default tolerances: the loss within 1e-5 (relative); a parameter
+  // within 1e-4 of its tensor's largest element, because AdamW divides each
+  // gradient by its own running RMS, so that rounding differences in
+  // gradients near zero (attention's q and k at initialisation) grow to
+  // about 1e-5 of a weight's scale within a few steps.
+  static constexpr double kLossTolerance = 1e-5, kParamTolerance = 1e-4;
+
   // The reference: the same model and options on one device.
   static Result<std::unique_ptr<SingleDeviceCheck>>
   create(const std::string &modelPath, SessionOptions options,
-         double tolerance);
+         double lossTolerance, double paramTolerance);
 
   Session &reference() { return *reference_; }
   // Compares one step's loss with the reference's (which the caller has
   // fed and stepped). Returns an error message when they differ by more
-  // than the tolerance (relative to the reference loss).
+  // than the loss tolerance (relative to the reference loss).
   std::string compareStep(int64_t step, double meshLoss, double singleLoss);
   // Compares every parameter and optimizer state of the two sessions, then
   // prints a summary. Returns an error message on a difference.
@@ -31,7 +38,7 @@ public:
 
 private:
   std::unique_ptr<Session> reference_;
-  double tolerance_ = 1e-5;
+  double lossTolerance_ = kLossTolerance, paramTolerance_ = kParamTolerance;
   double maxLossDiff_ = 0;
   int64_t steps_ = 0;
 };
