@@ -11,8 +11,11 @@
 //   all = concat(flat_1, ..., flat_k)      P
 //   sum = all_reduce(all)                  R
 //   r_i = reshape(slice(sum, o_i, o_i + n_i), shape_i)
-// Only all-reduces of values split on no axis take part (a split value's
-// elements are not contiguous in the flat bucket).
+// Only all-reduces on the dp axis take part, as in DDP: they reduce
+// gradients, which wait for the optimizer; an all-reduce on tp carries an
+// activation (or its gradient) that the very next op needs. And only those
+// of values split on no axis (a split value's elements are not contiguous
+// in the flat bucket).
 #include "passes/Pass.h"
 #include "passes/ShardStrategy.h"
 
@@ -93,7 +96,8 @@ private:
   }
 
   static bool eligible(const Op &op) {
-    if (op.kind() != ir::OpKind::AllReduce || op.type().isScalar())
+    if (op.kind() != ir::OpKind::AllReduce || op.type().isScalar() ||
+        op.attrs().getString("axis") != "dp")
       return false;
     for (const ir::Sharding::Entry &e : op.operand(0)->sharding().entries())
       if (e.placement.isSplit())

@@ -144,10 +144,11 @@ Session::create(const std::string &path, const SessionOptions &options) {
   DiagnosticCollector c;
   DiagnosticEngine &diag = c.diag();
   if (looksLikeExecutable(path)) {
-    if (!options.defines.empty() || !options.train.empty()) {
+    if (!options.defines.empty() || !options.train.empty() ||
+        !options.mesh.empty() || options.zero != 0) {
       diag.error("'" + path +
-                 "' is a compiled executable: defines and training settings "
-                 "apply to model files (.mg) only");
+                 "' is a compiled executable: defines, training settings "
+                 "and meshes apply to model files (.mg) only");
       return c.status();
     }
     auto exe = backend::readExecutableFile(path, diag);
