@@ -116,6 +116,8 @@ TEST_CASE("mesh equivalence: data parallel") {
   checkMeshMatchesSingle(kMlp, "dp=4");
   checkMeshMatchesSingle(kMlp, "dp=8");
   checkMeshMatchesSingle(kGpt, "dp=2");
+  checkMeshMatchesSingle(kGpt, "dp=4");
+  checkMeshMatchesSingle(kGpt, "dp=8");
 }
 
 TEST_CASE("mesh equivalence: devices of different speed") {
@@ -125,6 +127,7 @@ TEST_CASE("mesh equivalence: devices of different speed") {
 
 TEST_CASE("mesh equivalence: ZeRO") {
   checkMeshMatchesSingle(kMlp, "dp=2", 1);
+  checkMeshMatchesSingle(kGpt, "dp=4", 1);
   checkMeshMatchesSingle(kMlp, "dp=4", 2);
   checkMeshMatchesSingle(kGpt, "dp=2", 2);
 }
@@ -138,4 +141,6 @@ TEST_CASE("mesh equivalence: tensor parallel") {
 TEST_CASE("mesh equivalence: data and tensor parallel") {
   checkMeshMatchesSingle(kGpt, "dp=2,tp=2");
   checkMeshMatchesSingle(kGpt, "dp=2,tp=2", 1);
+  checkMeshMatchesSingle(kGpt, "dp=2[3,1],tp=2", 2);
+  checkMeshMatchesSingle(kMlp, "dp=2,tp=2", 2);
 }
