@@ -8,8 +8,9 @@ namespace mgc::cli {
 std::vector<OptionSpec> meshOptions() {
   return {
       {"--mesh", "AXES",
-       "train on a mesh of simulated devices: named axes and sizes, e.g. "
-       "dp=4 or dp=2,tp=2 (dp: data parallel, tp: tensor parallel)"},
+       "the device mesh: named axes and their sizes, e.g. dp=4 or dp=2,tp=2 "
+       "(dp: data parallel, tp: tensor parallel); mgc run trains on that "
+       "many simulated devices"},
       {"--devices", "N", "N devices, data parallel: the same as --mesh dp=N"},
       {"--dp-weights", "W,...",
        "relative speed of the dp devices: each gets that share of every "
