@@ -15,12 +15,19 @@ cmake --build "$build" --target "fuzz_$target"
 
 corpus=$build/corpus-$target
 mkdir -p "$corpus" "$root/fuzz/crashes"
+# Seeds are named by their path: several test files share a base name.
+seed() {
+  find "$@" | while read -r f; do
+    rel=${f#"$root"/}
+    cp "$f" "$corpus/${rel//\//_}"
+  done
+}
 case $target in
-  frontend) find "$root/samples" "$root/tests/lit" -name '*.mg' -exec cp -t "$corpus" {} + ;;
-  ir_text) find "$root/tests/lit" -name '*.mgir' -exec cp -t "$corpus" {} + ;;
+  frontend) seed "$root/samples" "$root/tests/lit" -name '*.mg' ;;
+  ir_text) seed "$root/tests/lit" -name '*.mgir' ;;
 esac
 dict=()
 [ -f "$root/fuzz/$target.dict" ] && dict=(-dict="$root/fuzz/$target.dict")
-"$build/fuzz_$target" "$corpus" "${dict[@]}" -max_total_time="$seconds" \
+"$build/fuzz/fuzz_$target" "$corpus" "${dict[@]}" -max_total_time="$seconds" \
   -max_len=4096 -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 \
   -artifact_prefix="$root/fuzz/crashes/"
