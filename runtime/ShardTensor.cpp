@@ -5,20 +5,13 @@
 // innermost axis first. A split placement whose dimension the tensor does
 // not have is ignored, as ir::localType does.
 #include "runtime/ShardTensor.h"
+#include "runtime/Slab.h"
 
-#include <cstring>
 #include <functional>
 
 namespace mgc::runtime {
 
 namespace {
-
-int64_t product(llvm::ArrayRef<int64_t> xs) {
-  int64_t p = 1;
-  for (int64_t x : xs)
-    p *= x;
-  return p;
-}
 
 // The dimension axis `axis` splits, or -1 (replicated, partial, or a
 // dimension the tensor does not have).
@@ -33,15 +26,8 @@ Tensor cut(const Tensor &t, int64_t dim, int64_t off, int64_t len) {
   ir::TensorType type = t.type();
   type.shape[dim] = len;
   Tensor out(type);
-  llvm::ArrayRef<int64_t> shape = t.shape();
-  int64_t outer = product(shape.take_front(dim));
-  size_t inner = static_cast<size_t>(product(shape.drop_front(dim + 1))) *
-                 ir::dtypeBytes(t.dtype());
-  size_t row = inner * len, stride = inner * shape[dim], at = inner * off;
-  if (row == 0)
-    return out;
-  for (int64_t o = 0; o < outer; ++o)
-    std::memcpy(out.data() + o * row, t.data() + o * stride + at, row);
+  packSlab(t.data(), t.shape(), dim, off, len, out.data(),
+           ir::dtypeBytes(t.dtype()));
   return out;
 }
 
@@ -52,19 +38,12 @@ Tensor join(llvm::ArrayRef<Tensor> parts, int64_t dim) {
   for (const Tensor &p : parts)
     type.shape[dim] += p.shape()[dim];
   Tensor out(type);
-  llvm::ArrayRef<int64_t> shape = type.shape;
-  int64_t outer = product(shape.take_front(dim));
-  size_t inner = static_cast<size_t>(product(shape.drop_front(dim + 1))) *
-                 ir::dtypeBytes(type.dtype);
-  size_t outRow = inner * shape[dim];
-  for (int64_t o = 0; o < outer; ++o) {
-    size_t at = 0;
-    for (const Tensor &p : parts) {
-      size_t row = inner * p.shape()[dim];
-      if (row)
-        std::memcpy(out.data() + o * outRow + at, p.data() + o * row, row);
-      at += row;
-    }
+  size_t bytes = ir::dtypeBytes(type.dtype);
+  int64_t off = 0;
+  for (const Tensor &p : parts) {
+    unpackSlab(p.data(), type.shape, dim, off, p.shape()[dim], out.data(),
+               bytes);
+    off += p.shape()[dim];
   }
   return out;
 }

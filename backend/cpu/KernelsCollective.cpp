@@ -6,24 +6,17 @@
 // are already contiguous and no copy is needed. Logical ops (no `sizes`)
 // change a placement, not data, and never reach a kernel.
 #include "backend/cpu/Kernels.h"
+#include "runtime/Slab.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/Twine.h"
 
-#include <cstring>
 #include <numeric>
 #include <optional>
 
 namespace mgc::backend::cpu {
 
 namespace {
-
-int64_t product(llvm::ArrayRef<int64_t> xs) {
-  int64_t p = 1;
-  for (int64_t x : xs)
-    p *= x;
-  return p;
-}
 
 int64_t total(llvm::ArrayRef<int64_t> xs) {
   return std::accumulate(xs.begin(), xs.end(), int64_t(0));
@@ -35,38 +28,36 @@ int64_t offsetOf(llvm::ArrayRef<int64_t> xs, int64_t j) {
 
 // The elements before and after dimension `dim` of `shape`.
 int64_t outerOf(llvm::ArrayRef<int64_t> shape, int64_t dim) {
-  return product(shape.take_front(dim));
+  return ir::numElements(shape.take_front(dim)).value_or(0);
 }
 int64_t innerOf(llvm::ArrayRef<int64_t> shape, int64_t dim) {
-  return product(shape.drop_front(dim + 1));
+  return ir::numElements(shape.drop_front(dim + 1)).value_or(0);
 }
 
-// Copies elements [off, off + len) of dimension `dim` of a tensor of shape
-// `shape` to the contiguous box [outer, len, inner] at `box`.
-void packSlab(const std::byte *tensor, llvm::ArrayRef<int64_t> shape,
-              int64_t dim, int64_t off, int64_t len, std::byte *box,
-              size_t bytes) {
+// Packs every part j (elements [offsetOf(sizes, j), + sizes[j]) of dimension
+// `dim`) of `tensor` into `parts`, one box after another in part order.
+void packParts(const std::byte *tensor, llvm::ArrayRef<int64_t> shape,
+               int64_t dim, llvm::ArrayRef<int64_t> sizes, std::byte *parts,
+               size_t bytes) {
   int64_t outer = outerOf(shape, dim), inner = innerOf(shape, dim);
-  size_t row = static_cast<size_t>(len * inner) * bytes;
-  if (row == 0)
-    return;
-  for (int64_t o = 0; o < outer; ++o)
-    std::memcpy(box + o * row, tensor + (o * shape[dim] + off) * inner * bytes,
-                row);
+  for (size_t j = 0, at = 0; j < sizes.size(); ++j) {
+    runtime::packSlab(tensor, shape, dim, offsetOf(sizes, j), sizes[j],
+                      parts + at * bytes, bytes);
+    at += outer * sizes[j] * inner;
+  }
 }
 
-// The reverse of packSlab: the box goes to elements [off, off + len) of
-// dimension `dim`.
-void unpackSlab(const std::byte *box, llvm::ArrayRef<int64_t> shape,
-                int64_t dim, int64_t off, int64_t len, std::byte *tensor,
-                size_t bytes) {
+// The reverse of packParts: the boxes in `parts` go to their parts of
+// dimension `dim` of `tensor`.
+void unpackParts(const std::byte *parts, llvm::ArrayRef<int64_t> shape,
+                 int64_t dim, llvm::ArrayRef<int64_t> sizes, std::byte *tensor,
+                 size_t bytes) {
   int64_t outer = outerOf(shape, dim), inner = innerOf(shape, dim);
-  size_t row = static_cast<size_t>(len * inner) * bytes;
-  if (row == 0)
-    return;
-  for (int64_t o = 0; o < outer; ++o)
-    std::memcpy(tensor + (o * shape[dim] + off) * inner * bytes, box + o * row,
-                row);
+  for (size_t j = 0, at = 0; j < sizes.size(); ++j) {
+    runtime::unpackSlab(parts + at * bytes, shape, dim, offsetOf(sizes, j),
+                        sizes[j], tensor, bytes);
+    at += outer * sizes[j] * inner;
+  }
 }
 
 bool isLogical(const ir::Op &op) {
@@ -200,6 +191,30 @@ LogicalResult commResult(const KernelArgs &args, LogicalResult r,
   return args.fail(opStr(args) + ": " + error);
 }
 
+// Which of the operand and the result of a split op holds the whole
+// dimension; the other holds this device's part.
+enum class Whole { Operand, Result };
+
+// The device's coordinate for an op that splits dimension `dim` into parts
+// `sizes`, after checking that the tensor `whole` names has all of the
+// dimension and the other one part c of it; nullopt (with the error set)
+// otherwise.
+std::optional<int64_t> splitCoordinate(const KernelArgs &args,
+                                       llvm::ArrayRef<int64_t> sizes,
+                                       int64_t dim, Whole whole) {
+  auto c = coordinate(args, static_cast<int64_t>(sizes.size()));
+  if (!c)
+    return std::nullopt;
+  int64_t all = total(sizes), part = sizes[*c];
+  bool operandWhole = whole == Whole::Operand;
+  if (checkDim(args, args.in[0], "operand", dim, operandWhole ? all : part)
+          .failed() ||
+      checkDim(args, args.out, "result", dim, operandWhole ? part : all)
+          .failed())
+    return std::nullopt;
+  return c;
+}
+
 std::vector<int64_t> scaled(llvm::ArrayRef<int64_t> sizes, int64_t factor) {
   std::vector<int64_t> out;
   for (int64_t s : sizes)
@@ -236,9 +251,7 @@ LogicalResult kernelAllGather(const KernelArgs &args) {
   const ir::Attrs &attrs = args.op.attrs();
   const std::vector<int64_t> &sizes = attrs.getInts("sizes");
   int64_t dim = attrs.getInt("dim");
-  auto c = coordinate(args, static_cast<int64_t>(sizes.size()));
-  if (!c || checkDim(args, args.in[0], "operand", dim, sizes[*c]).failed() ||
-      checkDim(args, args.out, "result", dim, total(sizes)).failed())
+  if (!splitCoordinate(args, sizes, dim, Whole::Result))
     return failure();
   llvm::ArrayRef<int64_t> shape = args.out.shape();
   int64_t outer = outerOf(shape, dim), inner = innerOf(shape, dim);
@@ -249,14 +262,9 @@ LogicalResult kernelAllGather(const KernelArgs &args) {
                       scaled(sizes, outer * inner), args.out.dtype(), error)
           .failed())
     return commResult(args, failure(), error);
-  if (parts != args.out.data) {
-    size_t bytes = ir::dtypeBytes(args.out.dtype());
-    for (size_t j = 0, at = 0; j < sizes.size(); ++j) {
-      unpackSlab(parts + at * bytes, shape, dim, offsetOf(sizes, j), sizes[j],
-                 args.out.data, bytes);
-      at += outer * sizes[j] * inner;
-    }
-  }
+  if (parts != args.out.data)
+    unpackParts(parts, shape, dim, sizes, args.out.data,
+                ir::dtypeBytes(args.out.dtype()));
   return success();
 }
 
@@ -269,20 +277,14 @@ LogicalResult kernelReduceScatter(const KernelArgs &args) {
   const ir::Attrs &attrs = args.op.attrs();
   const std::vector<int64_t> &sizes = attrs.getInts("sizes");
   int64_t dim = attrs.getInt("dim");
-  auto c = coordinate(args, static_cast<int64_t>(sizes.size()));
-  if (!c || checkDim(args, args.in[0], "operand", dim, total(sizes)).failed() ||
-      checkDim(args, args.out, "result", dim, sizes[*c]).failed())
+  if (!splitCoordinate(args, sizes, dim, Whole::Operand))
     return failure();
   llvm::ArrayRef<int64_t> shape = args.in[0].shape();
   int64_t outer = outerOf(shape, dim), inner = innerOf(shape, dim);
   const std::byte *parts = args.in[0].data;
   if (plan->sendBytes) {
-    size_t bytes = ir::dtypeBytes(args.out.dtype());
-    for (size_t j = 0, at = 0; j < sizes.size(); ++j) {
-      packSlab(args.in[0].data, shape, dim, offsetOf(sizes, j), sizes[j],
-               args.scratch + at * bytes, bytes);
-      at += outer * sizes[j] * inner;
-    }
+    packParts(args.in[0].data, shape, dim, sizes, args.scratch,
+              ir::dtypeBytes(args.out.dtype()));
     parts = args.scratch;
   }
   std::string error;
@@ -326,11 +328,7 @@ LogicalResult kernelAllToAll(const KernelArgs &args) {
   std::vector<int64_t> recv = scaled(fromSizes, perFrom);
   const std::byte *sendBuf = args.in[0].data;
   if (plan->sendBytes) {
-    for (size_t j = 0, at = 0; j < toSizes.size(); ++j) {
-      packSlab(args.in[0].data, inShape, to, offsetOf(toSizes, j), toSizes[j],
-               args.scratch + at * bytes, bytes);
-      at += send[j];
-    }
+    packParts(args.in[0].data, inShape, to, toSizes, args.scratch, bytes);
     sendBuf = args.scratch;
   }
   std::byte *recvBuf =
@@ -342,11 +340,7 @@ LogicalResult kernelAllToAll(const KernelArgs &args) {
           .failed())
     return commResult(args, failure(), error);
   if (plan->recvBytes)
-    for (size_t j = 0, at = 0; j < fromSizes.size(); ++j) {
-      unpackSlab(recvBuf + at * bytes, outShape, from, offsetOf(fromSizes, j),
-                 fromSizes[j], args.out.data, bytes);
-      at += recv[j];
-    }
+    unpackParts(recvBuf, outShape, from, fromSizes, args.out.data, bytes);
   return success();
 }
 
@@ -358,12 +352,12 @@ LogicalResult kernelLocalSplit(const KernelArgs &args) {
   const ir::Attrs &attrs = args.op.attrs();
   const std::vector<int64_t> &sizes = attrs.getInts("sizes");
   int64_t dim = attrs.getInt("dim");
-  auto c = coordinate(args, static_cast<int64_t>(sizes.size()));
-  if (!c || checkDim(args, args.in[0], "operand", dim, total(sizes)).failed() ||
-      checkDim(args, args.out, "result", dim, sizes[*c]).failed())
+  auto c = splitCoordinate(args, sizes, dim, Whole::Operand);
+  if (!c)
     return failure();
-  packSlab(args.in[0].data, args.in[0].shape(), dim, offsetOf(sizes, *c),
-           sizes[*c], args.out.data, ir::dtypeBytes(args.out.dtype()));
+  runtime::packSlab(args.in[0].data, args.in[0].shape(), dim,
+                    offsetOf(sizes, *c), sizes[*c], args.out.data,
+                    ir::dtypeBytes(args.out.dtype()));
   return success();
 }
 
