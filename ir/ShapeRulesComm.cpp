@@ -56,6 +56,15 @@ int64_t total(llvm::ArrayRef<int64_t> sizes) {
   return std::accumulate(sizes.begin(), sizes.end(), int64_t(0));
 }
 
+// The type of a logical scatter or gather (no `sizes`): the operand's, once
+// dimension `dim` is known to exist.
+TypeOrError logicalType(const ShapeQuery &q, const TensorType &x, int64_t dim) {
+  if (dim < 0 || dim >= x.rank())
+    return err(q.opName + " dim " + llvm::Twine(dim) + " is out of range for " +
+               x.str());
+  return x;
+}
+
 } // namespace
 
 TypeOrError inferAllReduce(const ShapeQuery &q) {
@@ -73,12 +82,8 @@ TypeOrError inferScatter(const ShapeQuery &q) {
   int64_t dim = q.attrs.getInt("dim"), part = q.attrs.getInt("part");
   if (q.opName == "reduce_scatter" && !isFloat(x.dtype))
     return err(q.opName + " needs a floating-point tensor, got " + x.str());
-  if (sizes.empty()) {
-    if (dim < 0 || dim >= x.rank())
-      return err(q.opName + " dim " + llvm::Twine(dim) +
-                 " is out of range for " + x.str());
-    return x;
-  }
+  if (sizes.empty())
+    return logicalType(q, x, dim);
   if (auto e = checkSizes(q, x, dim, sizes, part, "dim"))
     return *e;
   if (x.shape[dim] != total(sizes))
@@ -94,12 +99,8 @@ TypeOrError inferGather(const ShapeQuery &q) {
   const TensorType &x = q.operands[0];
   const std::vector<int64_t> &sizes = q.attrs.getInts("sizes");
   int64_t dim = q.attrs.getInt("dim"), part = q.attrs.getInt("part");
-  if (sizes.empty()) {
-    if (dim < 0 || dim >= x.rank())
-      return err(q.opName + " dim " + llvm::Twine(dim) +
-                 " is out of range for " + x.str());
-    return x;
-  }
+  if (sizes.empty())
+    return logicalType(q, x, dim);
   if (auto e = checkSizes(q, x, dim, sizes, part, "dim"))
     return *e;
   if (x.shape[dim] != *localPart(sizes, part))
