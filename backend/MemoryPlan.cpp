@@ -15,6 +15,22 @@ uint64_t alignUp(uint64_t n, uint64_t alignment) {
   return (n + alignment - 1) / alignment * alignment;
 }
 
+// The ops of a graph in graph order, and the index there of the op that
+// makes each value.
+struct OpIndex {
+  std::vector<const ir::Op *> ops;
+  llvm::DenseMap<const ir::Value *, uint32_t> of;
+};
+
+OpIndex indexOps(const ir::Graph &graph) {
+  OpIndex index;
+  for (const auto &op : graph.ops()) {
+    index.of[op->result()] = static_cast<uint32_t>(index.ops.size());
+    index.ops.push_back(op.get());
+  }
+  return index;
+}
+
 } // namespace
 
 uint64_t typeBytes(const ir::TensorType &type) {
@@ -87,28 +103,23 @@ uint64_t maxLiveBytes(llvm::ArrayRef<BufferRequest> requests,
 
 std::vector<uint32_t> waitSteps(const ir::Graph &graph,
                                 llvm::ArrayRef<uint32_t> order) {
-  std::vector<const ir::Op *> ops;
-  llvm::DenseMap<const ir::Value *, uint32_t> opIndex;
-  for (const auto &op : graph.ops()) {
-    opIndex[op->result()] = static_cast<uint32_t>(ops.size());
-    ops.push_back(op.get());
-  }
+  OpIndex index = indexOps(graph);
   uint32_t steps = static_cast<uint32_t>(order.size());
-  std::vector<uint32_t> waits(ops.size(), 0);
+  std::vector<uint32_t> waits(index.ops.size(), 0);
   // Ops missing from the order (never in a valid schedule) count as the end.
-  std::vector<bool> waited(ops.size(), false);
-  for (uint32_t i = 0; i < ops.size(); ++i)
+  std::vector<bool> waited(index.ops.size(), false);
+  for (uint32_t i = 0; i < index.ops.size(); ++i)
     waits[i] = steps;
   for (uint32_t s = 0; s < steps; ++s)
-    if (!ops[order[s]]->info().has(ir::kCollective)) {
+    if (!index.ops[order[s]]->info().has(ir::kCollective)) {
       waits[order[s]] = s;
       waited[order[s]] = true;
     }
   // A communication op's first user in the order is where it is waited for.
   for (uint32_t s = 0; s < steps; ++s)
-    for (const ir::Value *v : ops[order[s]]->operands()) {
-      auto it = opIndex.find(v);
-      if (it != opIndex.end() && !waited[it->second]) {
+    for (const ir::Value *v : index.ops[order[s]]->operands()) {
+      auto it = index.of.find(v);
+      if (it != index.of.end() && !waited[it->second]) {
         waits[it->second] = s;
         waited[it->second] = true;
       }
@@ -118,28 +129,23 @@ std::vector<uint32_t> waitSteps(const ir::Graph &graph,
 
 std::vector<BufferRequest> resultBuffers(const ir::Graph &graph,
                                          llvm::ArrayRef<uint32_t> order) {
-  std::vector<const ir::Op *> ops;
-  llvm::DenseMap<const ir::Value *, uint32_t> opIndex;
-  for (const auto &op : graph.ops()) {
-    opIndex[op->result()] = static_cast<uint32_t>(ops.size());
-    ops.push_back(op.get());
-  }
+  OpIndex index = indexOps(graph);
   uint32_t steps = static_cast<uint32_t>(order.size());
   // Step of each op in the order, and the last step reading each result.
-  std::vector<BufferRequest> requests(ops.size());
+  std::vector<BufferRequest> requests(index.ops.size());
   for (uint32_t s = 0; s < steps; ++s) {
     requests[order[s]].first = s;
     requests[order[s]].last = s;
   }
   for (uint32_t s = 0; s < steps; ++s)
-    for (const ir::Value *v : ops[order[s]]->operands()) {
-      auto it = opIndex.find(v);
-      if (it != opIndex.end())
+    for (const ir::Value *v : index.ops[order[s]]->operands()) {
+      auto it = index.of.find(v);
+      if (it != index.of.end())
         requests[it->second].last = std::max(requests[it->second].last, s);
     }
   auto keepToEnd = [&](const ir::Value *v) {
-    auto it = opIndex.find(v);
-    if (it != opIndex.end())
+    auto it = index.of.find(v);
+    if (it != index.of.end())
       requests[it->second].last = steps;
   };
   for (const ir::Output &o : graph.outputs())
@@ -151,19 +157,19 @@ std::vector<BufferRequest> resultBuffers(const ir::Graph &graph,
   // none of those ops may be given their bytes.
   std::vector<uint32_t> waits = waitSteps(graph, order);
   for (uint32_t s = 0; s < steps; ++s) {
-    const ir::Op *op = ops[order[s]];
+    const ir::Op *op = index.ops[order[s]];
     if (!op->info().has(ir::kCollective))
       continue;
     uint32_t wait = waits[order[s]];
     requests[order[s]].last = std::max(requests[order[s]].last, wait);
     for (const ir::Value *v : op->operands()) {
-      auto it = opIndex.find(v);
-      if (it != opIndex.end())
+      auto it = index.of.find(v);
+      if (it != index.of.end())
         requests[it->second].last = std::max(requests[it->second].last, wait);
     }
   }
-  for (size_t i = 0; i < ops.size(); ++i)
-    requests[i].size = typeBytes(ops[i]->type());
+  for (size_t i = 0; i < index.ops.size(); ++i)
+    requests[i].size = typeBytes(index.ops[i]->type());
   return requests;
 }
 
