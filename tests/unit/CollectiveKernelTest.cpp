@@ -2,6 +2,8 @@
 // threads with the in-process communicator, against what the op means on
 // the whole (logical) tensor: slices, joins and coordinate-order sums
 // computed here element by element.
+#include "MeshTestSupport.h"
+
 #include "backend/cpu/InProcessCommunicator.h"
 #include "backend/cpu/Kernels.h"
 #include "ir/Builder.h"
@@ -12,7 +14,6 @@
 
 #include <cstring>
 #include <memory>
-#include <thread>
 
 namespace mgc::backend::testing {
 namespace {
@@ -21,14 +22,6 @@ using cpu::InProcessMesh;
 using ir::DType;
 using ir::OpKind;
 using runtime::Tensor;
-
-ir::Mesh meshOf(const char *text) {
-  std::string error;
-  std::optional<ir::Mesh> m = ir::Mesh::parse(text, error);
-  INFO(error);
-  REQUIRE(m);
-  return *m;
-}
 
 // Values exact in every dtype tested (bf16 keeps 8 significant bits):
 // multiples of 1/4 from -8 to 8, from a seed.
@@ -140,26 +133,22 @@ Run runOnMesh(InProcessMesh &mesh, std::vector<DeviceOp> &ops,
   Run run;
   run.outputs.resize(n);
   run.errors.resize(n);
-  std::vector<std::thread> threads;
-  for (int64_t d = 0; d < n; ++d)
-    threads.emplace_back([&, d] {
-      DeviceOp &o = ops[d];
-      cpu::ThreadPool pool(1);
-      run.outputs[d] = Tensor(o.op->type());
-      std::vector<std::byte> scratch(cpu::scratchBytes(*o.op));
-      cpu::TensorRef in{o.input.data(), &o.op->operand(0)->type()};
-      cpu::TensorRef out{run.outputs[d].data(), &o.op->type()};
-      std::string error;
-      cpu::KernelArgs args{
-          *o.op,          in,   out,    scratch.data(),
-          scratch.size(), pool, &error, withComm ? &mesh.endpoint(d) : nullptr};
-      if (cpu::kernelFor(o.op->kind())(args).failed()) {
-        run.errors[d] = error.empty() ? "(no message)" : error;
-        mesh.abort("device " + std::to_string(d) + " failed");
-      }
-    });
-  for (std::thread &t : threads)
-    t.join();
+  onDeviceThreads(n, [&](int64_t d) {
+    DeviceOp &o = ops[d];
+    cpu::ThreadPool pool(1);
+    run.outputs[d] = Tensor(o.op->type());
+    std::vector<std::byte> scratch(cpu::scratchBytes(*o.op));
+    cpu::TensorRef in{o.input.data(), &o.op->operand(0)->type()};
+    cpu::TensorRef out{run.outputs[d].data(), &o.op->type()};
+    std::string error;
+    cpu::KernelArgs args{
+        *o.op,          in,   out,    scratch.data(),
+        scratch.size(), pool, &error, withComm ? &mesh.endpoint(d) : nullptr};
+    if (cpu::kernelFor(o.op->kind())(args).failed()) {
+      run.errors[d] = error.empty() ? "(no message)" : error;
+      mesh.abort("device " + std::to_string(d) + " failed");
+    }
+  });
   mesh.reset();
   return run;
 }

@@ -1,6 +1,8 @@
 // The in-process communicator: N threads, one endpoint each, as the devices
 // of a mesh. Results are checked in the main thread against sums and joins
 // computed here in coordinate order.
+#include "MeshTestSupport.h"
+
 #include "backend/cpu/InProcessCommunicator.h"
 #include "runtime/Tensor.h"
 #include "support/Random.h"
@@ -18,14 +20,6 @@ namespace {
 
 using cpu::InProcessMesh;
 
-ir::Mesh meshOf(const char *text) {
-  std::string error;
-  std::optional<ir::Mesh> m = ir::Mesh::parse(text, error);
-  INFO(error);
-  REQUIRE(m);
-  return *m;
-}
-
 struct Outcome {
   bool ok = true;
   std::string error;
@@ -39,13 +33,9 @@ std::vector<Outcome> onEveryDevice(
         &body) {
   int64_t n = mesh.mesh().numDevices();
   std::vector<Outcome> out(n);
-  std::vector<std::thread> threads;
-  for (int64_t d = 0; d < n; ++d)
-    threads.emplace_back([&, d] {
-      out[d].ok = body(d, mesh.endpoint(d), out[d].error).succeeded();
-    });
-  for (std::thread &t : threads)
-    t.join();
+  onDeviceThreads(n, [&](int64_t d) {
+    out[d].ok = body(d, mesh.endpoint(d), out[d].error).succeeded();
+  });
   return out;
 }
 

@@ -56,7 +56,7 @@ TEST_CASE("Mesh communication: dp=2 all-reduces a partial sum") {
   auto exe = build(kDataParallel);
   DataParallelCase c = dataParallelCase(3);
   ir::TensorMap want = interpret(kDataParallelLogical, c.logical);
-  Runner r(mesh("dp=2"), {exe.get(), exe.get()});
+  Runner r(meshOf("dp=2"), {exe.get(), exe.get()});
   std::vector<RunResult> got = r.run(c.args);
   for (int d = 0; d < 2; ++d) {
     INFO("device " << d);
@@ -122,7 +122,7 @@ TEST_CASE("Mesh communication: compute independent of a pending collective "
   for (int d = 0; d < 2; ++d)
     args.push_back(toTensors(
         {{"x", logical.at("x" + std::to_string(d))}, {"w", logical.at("w")}}));
-  Runner r(mesh("dp=2"), {exe.get(), exe.get()});
+  Runner r(meshOf("dp=2"), {exe.get(), exe.get()});
   for (int step = 0; step < 3; ++step) {
     std::vector<RunResult> got = r.run(args);
     for (int d = 0; d < 2; ++d) {
@@ -170,7 +170,7 @@ TEST_CASE("Mesh communication: the compute queue goes on while a "
                               {"w", randomHost(f32({384, 384}), 74)}}));
   MeshOptions options;
   options.trace = true;
-  Runner r(mesh("dp=2"), {fast.get(), slow.get()}, options);
+  Runner r(meshOf("dp=2"), {fast.get(), slow.get()}, options);
   std::vector<RunResult> got = r.run(args);
   CHECK(bitIdentical(got[0].outputs.at("r"), got[1].outputs.at("r")));
   const cpu::TraceEvent *reduce = nullptr, *tanh = nullptr;
@@ -234,7 +234,7 @@ TwoAxesCase twoAxesCase() {
 TEST_CASE("Mesh communication: dp=2,tp=2 with collectives on both axes") {
   auto exe = build(kTwoAxes);
   TwoAxesCase c = twoAxesCase();
-  Runner r(mesh("dp=2,tp=2"), std::vector<const Executable *>(4, exe.get()));
+  Runner r(meshOf("dp=2,tp=2"), std::vector<const Executable *>(4, exe.get()));
   std::vector<RunResult> got = r.run(c.args);
   for (int d = 0; d < 4; ++d) {
     INFO("device " << d);
@@ -284,7 +284,7 @@ TEST_CASE("Mesh communication: uneven parts, a program per device") {
   std::vector<NamedTensors> args = {
       toTensors({{"x", rows(logical.at("x"), 0, 3)}, {"w", logical.at("w")}}),
       toTensors({{"x", rows(logical.at("x"), 3, 1)}, {"w", logical.at("w")}})};
-  Runner r(mesh("dp=2[3,1]"), {p0.get(), p1.get()});
+  Runner r(meshOf("dp=2[3,1]"), {p0.get(), p1.get()});
   std::vector<RunResult> got = r.run(args);
   const ir::HostTensor &g = want.at("g");
   for (int d = 0; d < 2; ++d) {
@@ -327,7 +327,7 @@ std::vector<NamedTensors> lookupArgs(int badDevice) {
 TEST_CASE("Mesh communication: an error on one device stops every device "
           "and names it; the next run works") {
   auto exe = build(kLookup);
-  Runner r(mesh("dp=2"), {exe.get(), exe.get()});
+  Runner r(meshOf("dp=2"), {exe.get(), exe.get()});
   std::vector<RunResult> good = r.run(lookupArgs(-1));
   for (int bad : {1, 0, 1}) {
     INFO("failing device " << bad);
@@ -371,7 +371,7 @@ TEST_CASE("Mesh communication: devices that disagree on a collective fail "
   %r = all_reduce(%v) {axis = "dp"} : f32[3]
   output r = %r
 })");
-  Runner r(mesh("dp=2"), {four.get(), three.get()});
+  Runner r(meshOf("dp=2"), {four.get(), three.get()});
   std::vector<NamedTensors> args = {
       toTensors({{"v", randomHost(f32({4}), 81)}}),
       toTensors({{"v", randomHost(f32({3}), 82)}})};
@@ -396,7 +396,7 @@ TEST_CASE("Mesh communication: the trace has both queues of every device "
   TwoAxesCase c = twoAxesCase();
   MeshOptions options;
   options.trace = true;
-  Runner r(mesh("dp=2,tp=2"), std::vector<const Executable *>(4, exe.get()),
+  Runner r(meshOf("dp=2,tp=2"), std::vector<const Executable *>(4, exe.get()),
            options);
   r.run(c.args);
   const std::vector<cpu::TraceEvent> &events = r.ex->trace();
@@ -480,7 +480,7 @@ TEST_CASE("Mesh communication: the scope of a compute op is its trace "
   auto exe = build(kDataParallel);
   MeshOptions options;
   options.trace = true;
-  Runner r(mesh("dp=2"), {exe.get(), exe.get()}, options);
+  Runner r(meshOf("dp=2"), {exe.get(), exe.get()}, options);
   r.run(dataParallelCase(5).args);
   int matmuls = 0;
   for (const cpu::TraceEvent &e : r.ex->trace())
@@ -500,12 +500,12 @@ TEST_CASE("Mesh communication: bit-identical run to run and for any number "
   auto exe = build(kTwoAxes);
   TwoAxesCase c = twoAxesCase();
   std::vector<const Executable *> programs(4, exe.get());
-  Runner one(mesh("dp=2,tp=2"), programs);
+  Runner one(meshOf("dp=2,tp=2"), programs);
   std::vector<RunResult> first = one.run(c.args);
   std::vector<RunResult> second = one.run(c.args);
   MeshOptions two;
   two.threadsPerDevice = 2;
-  Runner other(mesh("dp=2,tp=2"), programs, two);
+  Runner other(meshOf("dp=2,tp=2"), programs, two);
   std::vector<RunResult> third = other.run(c.args);
   for (int d = 0; d < 4; ++d)
     for (const char *name : {"g", "s"}) {
@@ -528,7 +528,7 @@ TEST_CASE("Mesh communication: eight devices on one axis") {
   std::vector<NamedTensors> args;
   for (int d = 0; d < 8; ++d)
     args.push_back(toTensors({{"x", rows(x, d, 1)}}));
-  Runner r(mesh("dp=8"), std::vector<const Executable *>(8, exe.get()));
+  Runner r(meshOf("dp=8"), std::vector<const Executable *>(8, exe.get()));
   std::vector<RunResult> got = r.run(args);
   for (int d = 0; d < 8; ++d) {
     INFO("device " << d);

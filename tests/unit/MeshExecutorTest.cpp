@@ -23,7 +23,7 @@ TEST_CASE("Mesh executor: devices run a shared program on their own "
     host[d] = {{"x", randomHost(f32({2, 3}), 10 + d)}, {"w", w}};
     args.push_back(toTensors(host[d]));
   }
-  Runner r(mesh("dp=4"), {exe.get(), exe.get(), exe.get(), exe.get()});
+  Runner r(meshOf("dp=4"), {exe.get(), exe.get(), exe.get(), exe.get()});
   for (int step = 0; step < 2; ++step) {
     std::vector<RunResult> got = r.run(args);
     for (int d = 0; d < 4; ++d) {
@@ -50,7 +50,7 @@ TEST_CASE("Mesh executor: arguments are checked per device, naming it") {
   %y = neg(%x) : f32[2]
   output y = %y
 })");
-  Runner r(mesh("dp=2"), {exe.get(), exe.get()});
+  Runner r(meshOf("dp=2"), {exe.get(), exe.get()});
   NamedTensors good{{"x", runtime::Tensor(f32({2}))}};
   NamedTensors wrongType{{"x", runtime::Tensor(f32({3}))}};
   auto bad = r.ex->run({good, wrongType}, r.diag);
@@ -97,22 +97,25 @@ TEST_CASE("Mesh executor: programs are checked against the mesh and each "
   std::string out;
   llvm::raw_string_ostream os(out);
   DiagnosticEngine diag(os);
-  CHECK_FALSE(MeshExecutor::create(mesh("dp=2"), {a.get()}, {}, diag));
+  CHECK_FALSE(MeshExecutor::create(meshOf("dp=2"), {a.get()}, {}, diag));
   CHECK(os.str().find("has 2 devices but 1 device programs") !=
         std::string::npos);
-  CHECK_FALSE(MeshExecutor::create(mesh("dp=2"), {a.get(), b.get()}, {}, diag));
+  CHECK_FALSE(
+      MeshExecutor::create(meshOf("dp=2"), {a.get(), b.get()}, {}, diag));
   CHECK(os.str().find("device 1: communication op 1 is all_gather on 'dp' "
                       "where device 0 has all_reduce on 'dp'") !=
         std::string::npos);
-  CHECK_FALSE(MeshExecutor::create(mesh("dp=2"), {a.get(), c.get()}, {}, diag));
+  CHECK_FALSE(
+      MeshExecutor::create(meshOf("dp=2"), {a.get(), c.get()}, {}, diag));
   CHECK(os.str().find("device 1: the program has 1 communication ops but "
                       "device 0's has 2") != std::string::npos);
   CHECK_FALSE(
-      MeshExecutor::create(mesh("dp=2"), {tp.get(), tp.get()}, {}, diag));
+      MeshExecutor::create(meshOf("dp=2"), {tp.get(), tp.get()}, {}, diag));
   CHECK(os.str().find("device 0: op %0 (all_reduce on 'tp') communicates "
                       "over an axis that the mesh dp=2 does not have") !=
         std::string::npos);
-  CHECK_FALSE(MeshExecutor::create(mesh("dp=2"), {a.get(), nullptr}, {}, diag));
+  CHECK_FALSE(
+      MeshExecutor::create(meshOf("dp=2"), {a.get(), nullptr}, {}, diag));
   CHECK(os.str().find("device 1: no program") != std::string::npos);
 }
 

@@ -3,6 +3,8 @@
 // operand stays live up to its wait point (the first op that uses its
 // result, or the end) and its result from its own step; plans that give
 // those bytes to the ops in between are refused.
+#include "MeshTestSupport.h"
+
 #include "backend/Executable.h"
 #include "backend/MemoryPlan.h"
 #include "backend/cpu/Kernels.h"
@@ -15,15 +17,7 @@
 namespace mgc::backend {
 namespace {
 
-std::unique_ptr<ir::Module> parse(const char *text) {
-  std::string out;
-  llvm::raw_string_ostream os(out);
-  DiagnosticEngine diag(os);
-  auto m = ir::parseModuleText("plan.mgir", text, diag);
-  INFO(os.str());
-  REQUIRE(m);
-  return m;
-}
+using testing::parse;
 
 std::vector<uint32_t> graphOrder(const ir::Graph &g) {
   std::vector<uint32_t> order;

@@ -1,12 +1,15 @@
-// Helpers of the mesh executor tests: device programs from IR text, meshes,
-// slices of host tensors, and a runner that keeps the diagnostics.
+// Helpers of the mesh and communication tests: device programs from IR
+// text, meshes, slices of host tensors, a runner that keeps the
+// diagnostics, and one thread per device.
 #pragma once
 
 #include "CpuTestSupport.h"
 
 #include "backend/cpu/MeshExecutor.h"
 
+#include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace mgc::backend::testing {
@@ -30,7 +33,7 @@ inline std::unique_ptr<Executable> build(const std::string &text) {
   return buildExecutable(parse(text), cpu::scratchBytes);
 }
 
-inline ir::Mesh mesh(const char *text) {
+inline ir::Mesh meshOf(const char *text) {
   std::string error;
   auto m = ir::Mesh::parse(text, error);
   INFO(error);
@@ -94,6 +97,17 @@ struct Runner {
   }
   std::string errors() { return os.str(); }
 };
+
+// Runs body(d) for every device d of `n`, each on its own thread, and
+// waits for all of them.
+inline void onDeviceThreads(int64_t n,
+                            const std::function<void(int64_t)> &body) {
+  std::vector<std::thread> threads;
+  for (int64_t d = 0; d < n; ++d)
+    threads.emplace_back([&body, d] { body(d); });
+  for (std::thread &t : threads)
+    t.join();
+}
 
 // f32 sums of a few products in another order: 1e-5 of max(|value|, 1).
 inline constexpr double kTol = 1e-5;

@@ -1,6 +1,8 @@
 // Whole tensors to device parts and back: every part holds the elements
 // its device owns (checked index by index), and joining the parts gives the
 // tensor back exactly.
+#include "MeshTestSupport.h"
+
 #include "runtime/ShardTensor.h"
 
 #include <doctest/doctest.h>
@@ -10,28 +12,17 @@
 namespace mgc::runtime {
 namespace {
 
+using backend::testing::bitIdentical;
+using backend::testing::meshOf;
 using ir::DType;
 using ir::Placement;
 using ir::Sharding;
-
-ir::Mesh meshOf(const char *text) {
-  std::string error;
-  std::optional<ir::Mesh> m = ir::Mesh::parse(text, error);
-  INFO(error);
-  REQUIRE(m);
-  return *m;
-}
 
 Tensor numbered(ir::TensorType type) {
   Tensor t(type);
   for (int64_t i = 0; i < t.numel(); ++i)
     t.set(i, static_cast<double>(i % 97) * 0.5 - 7);
   return t;
-}
-
-bool sameBytes(const Tensor &a, const Tensor &b) {
-  return a.type() == b.type() &&
-         std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
 }
 
 // Element by element: part element idx is logical element idx + the offset
@@ -86,7 +77,7 @@ void checkRoundTrip(const Tensor &logical, const Sharding &s,
   Tensor back;
   std::string error;
   REQUIRE(unshardTensor(parts, s, mesh, logical.type(), back, error));
-  CHECK(sameBytes(back, logical));
+  CHECK(bitIdentical(back, logical));
 }
 
 TEST_CASE("shard tensor: round trips on dp=2,tp=2 for S, R and P") {
@@ -161,7 +152,7 @@ TEST_CASE("shard tensor: partial parts are summed in coordinate order") {
   CHECK(out.get(1) == 2.0);
   // Sharding a value that is partial: device 0 holds it, the others zeros.
   Tensor x = numbered(type);
-  CHECK(sameBytes(shardTensor(x, s, mesh, 0), x));
+  CHECK(bitIdentical(shardTensor(x, s, mesh, 0), x));
   CHECK(shardTensor(x, s, mesh, 2).get(0) == 0.0);
 }
 
