@@ -167,10 +167,10 @@ static LogicalResult runPipeline(ir::Module &module, const char *pipeline,
 
 FailureOr<ModelExecutables>
 buildModelExecutables(std::unique_ptr<ir::Module> module,
-                      DiagnosticEngine &diag) {
+                      DiagnosticEngine &diag, bool withStep) {
   module->attrs().set(kModelHashAttr, modelHash(*module));
   ModelExecutables result;
-  if (module->graph().lossOutput()) {
+  if (withStep && module->graph().lossOutput()) {
     // Check the settings first so that a bad one is reported as such, not
     // after the cost of differentiating.
     if (passes::readOptimizerConfig(module->attrs(), diag).failed())

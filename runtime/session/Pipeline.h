@@ -52,11 +52,13 @@ struct ModelExecutables {
 };
 
 // Takes the frontend's module (train overrides already applied) and builds
-// both executables for the CPU backend. Reports and fails on any error of
-// the passes (bad training settings among them).
+// both executables for the CPU backend (only the forward program without
+// `withStep`: a session on a mesh builds its step with MeshStep.h).
+// Reports and fails on any error of the passes (bad training settings among
+// them).
 FailureOr<ModelExecutables>
 buildModelExecutables(std::unique_ptr<ir::Module> module,
-                      DiagnosticEngine &diag);
+                      DiagnosticEngine &diag, bool withStep = true);
 
 // The forward program of a training step: the step module without its
 // updates and its optimizer outputs (lr, grad_norm, grad.*), pruned by dce.

@@ -203,11 +203,12 @@ Session::create(const std::string &path, const SessionOptions &options) {
                  ") needs a mesh with a dp axis");
       return c.status();
     }
-    auto exes = session::buildModelExecutables(std::move(module), diag);
+    bool onMesh = impl->meshRunner != nullptr;
+    auto exes =
+        session::buildModelExecutables(std::move(module), diag, !onMesh);
     if (exes.failed())
       return c.status();
-    if (!impl->meshRunner)
-      impl->stepExe = std::move(exes->step);
+    impl->stepExe = std::move(exes->step);
     impl->forwardExe = std::move(exes->forward);
     impl->modelHash = session::executableModelHash(*impl->forwardExe->module);
   }
