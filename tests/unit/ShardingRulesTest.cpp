@@ -29,9 +29,7 @@ namespace {
 
 using Ints = std::vector<int64_t>;
 
-Placement S(int64_t d) { return Placement::split(d); }
 Placement R() { return Placement::replicate(); }
-Placement P() { return Placement::partial(); }
 
 std::string sigStr(const ShardingSignature &s) {
   std::string out = "(";
