@@ -14,7 +14,6 @@
 #include "ir/Verifier.h"
 
 #include "llvm/ADT/DenseMap.h"
-#include "llvm/Support/raw_ostream.h"
 
 #include <map>
 
@@ -79,26 +78,16 @@ private:
     return out;
   }
 
-  Value *fail(const ir::Op &op, const std::string &message) {
-    diag_.error(op.loc(), "partition: " + op.name().str() + ": " + message);
-    return nullptr;
+  static llvm::SmallVector<ir::Placement, 3>
+  operandPlacements(const ir::Op &op, llvm::StringRef axis) {
+    llvm::SmallVector<ir::Placement, 3> out;
+    for (const Value *v : op.operands())
+      out.push_back(v->sharding().get(axis));
+    return out;
   }
 
-  // The signature on `axis` that matches the op's placements.
-  const ShardingSignature *
-  matching(const ir::Op &op, const ir::MeshAxis &axis,
-           llvm::SmallVectorImpl<ShardingSignature> &sigs) const {
-    sigs = legalSignatures(op, axis);
-    for (const ShardingSignature &sig : sigs) {
-      if (sig.result != op.result()->sharding().get(axis.name) ||
-          sig.operands.size() != op.numOperands())
-        continue;
-      bool all = true;
-      for (unsigned i = 0; i < op.numOperands(); ++i)
-        all &= sig.operands[i] == op.operand(i)->sharding().get(axis.name);
-      if (all)
-        return &sig;
-    }
+  Value *fail(const ir::Op &op, const std::string &message) {
+    diag_.error(op.loc(), "partition: " + op.name().str() + ": " + message);
     return nullptr;
   }
 
@@ -106,8 +95,9 @@ private:
     double scale = 1;
     for (size_t a = 0; a < mesh_.axes().size(); ++a) {
       const ir::MeshAxis &axis = mesh_.axes()[a];
-      llvm::SmallVector<ShardingSignature, 8> sigs;
-      const ShardingSignature *sig = matching(op, axis, sigs);
+      std::optional<ShardingSignature> sig =
+          signatureFor(op, axis, operandPlacements(op, axis.name),
+                       op.result()->sharding().get(axis.name));
       if (!sig)
         return fail(op, "its placements " +
                             op.result()->sharding().str() +
@@ -176,13 +166,6 @@ private:
   llvm::DenseMap<const Value *, Value *> map_;
 };
 
-std::string programText(const ir::Module &m) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  ir::printModule(m, os);
-  return os.str();
-}
-
 } // namespace
 
 FailureOr<DevicePrograms> partitionModule(const ir::Module &sharded,
@@ -220,7 +203,7 @@ FailureOr<DevicePrograms> partitionModule(const ir::Module &sharded,
         DeviceBuilder(sharded, *mesh, d, diag).build();
     if (!m)
       return failure();
-    std::string text = programText(*m);
+    std::string text = ir::printModuleToString(*m);
     auto [it, inserted] = byText.try_emplace(text, out.programs.size());
     if (inserted) {
       if (failed(ir::verify(*m, diag))) {

@@ -21,13 +21,16 @@ double axisReshardBytes(Placement from, Placement to, const ir::MeshAxis &axis,
   return 0; // R -> S: each device keeps its part
 }
 
+double localBytes(const ir::TensorType &type, const Sharding &s,
+                  const ir::Mesh &mesh) {
+  llvm::SmallVector<int64_t, 4> origin(mesh.axes().size(), 0);
+  return static_cast<double>(ir::localType(type, s, mesh, origin).size() *
+                             ir::dtypeBytes(type.dtype));
+}
+
 double reshardBytes(const ir::TensorType &type, const Sharding &from,
                     const Sharding &to, const ir::Mesh &mesh) {
-  // Local bytes on device 0 under `from`: a fair size for every device.
-  llvm::SmallVector<int64_t, 4> origin(mesh.axes().size(), 0);
-  double bytes = static_cast<double>(
-      ir::localType(type, from, mesh, origin).size() *
-      ir::dtypeBytes(type.dtype));
+  double bytes = localBytes(type, from, mesh);
   double total = 0;
   for (const ir::MeshAxis &axis : mesh.axes())
     total += axisReshardBytes(from.get(axis.name), to.get(axis.name), axis,

@@ -23,6 +23,11 @@ namespace mgc::passes {
 double axisReshardBytes(ir::Placement from, ir::Placement to,
                         const ir::MeshAxis &axis, double bytes);
 
+// Bytes of one device's part of a value of type `type` placed as `s`
+// (device 0's part: a fair size for every device).
+double localBytes(const ir::TensorType &type, const ir::Sharding &s,
+                  const ir::Mesh &mesh);
+
 // The total over the mesh axes for moving a value of logical type `type`
 // from `from` to `to` (both complete on the mesh).
 double reshardBytes(const ir::TensorType &type, const ir::Sharding &from,

@@ -82,11 +82,8 @@ public:
   }
 
 private:
-  // Local bytes of a value under its current placement (device 0's part).
   double localBytes(const Value *v, const Sharding &s) const {
-    llvm::SmallVector<int64_t, 4> origin(mesh_.axes().size(), 0);
-    return static_cast<double>(ir::localType(v->type(), s, mesh_, origin).size() *
-                               ir::dtypeBytes(v->type().dtype));
+    return passes::localBytes(v->type(), s, mesh_);
   }
 
   static Sharding withAxis(Sharding s, llvm::StringRef axis, Placement p) {
@@ -260,17 +257,13 @@ private:
         continue;
       const std::string &axisName = split.attrs().getString("axis");
       const ir::MeshAxis *axis = mesh_.findAxis(axisName);
-      Placement want = split.result()->sharding().get(axisName);
-      bool can = false;
-      for (const ShardingSignature &sig : legalSignatures(*src, *axis)) {
-        bool same = sig.result == want && sig.scaleOperand < 0 &&
-                    sig.operands.size() == src->numOperands();
-        for (unsigned i = 0; same && i < src->numOperands(); ++i)
-          same = sig.operands[i] ==
-                 src->operand(i)->sharding().get(axisName);
-        can |= same;
-      }
-      if (!can)
+      llvm::SmallVector<Placement, 3> operands;
+      for (const Value *v : src->operands())
+        operands.push_back(v->sharding().get(axisName));
+      std::optional<ShardingSignature> sig =
+          signatureFor(*src, *axis, operands,
+                       split.result()->sharding().get(axisName));
+      if (!sig || sig->scaleOperand >= 0)
         continue;
       ir::Op *part = g_.createOpBefore(
           it, src->kind(), src->operands(),

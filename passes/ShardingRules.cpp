@@ -388,6 +388,16 @@ legalSignatures(const ir::Op &op, const ir::MeshAxis &axis) {
   return out;
 }
 
+std::optional<ShardingSignature>
+signatureFor(const ir::Op &op, const ir::MeshAxis &axis,
+             llvm::ArrayRef<ir::Placement> operands, ir::Placement result) {
+  for (const ShardingSignature &sig : legalSignatures(op, axis))
+    if (sig.result == result &&
+        llvm::ArrayRef<ir::Placement>(sig.operands) == operands)
+      return sig;
+  return std::nullopt;
+}
+
 ir::ValueOrError localizeOp(ir::Builder &b, const ir::Op &op,
                             llvm::ArrayRef<ir::Value *> operands,
                             const ir::TensorType &localResult, double scale) {

@@ -18,6 +18,8 @@
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
 
+#include <optional>
+
 namespace mgc::passes {
 
 // One way an op runs on one mesh axis.
@@ -56,6 +58,13 @@ ShardingRule shardingRule(ir::OpKind kind);
 // All legal signatures of `op` on `axis`: the rule's, then all-R -> R.
 llvm::SmallVector<ShardingSignature, 8>
 legalSignatures(const ir::Op &op, const ir::MeshAxis &axis);
+
+// The legal signature of `op` on `axis` under which its operands have
+// `operands` and its result `result` (the one the shard pass chose, when
+// these are the placements it gave them), or nullopt.
+std::optional<ShardingSignature>
+signatureFor(const ir::Op &op, const ir::MeshAxis &axis,
+             llvm::ArrayRef<ir::Placement> operands, ir::Placement result);
 
 // The device program's version of `op`, created with `b` from local
 // operands: the same kind and attributes, except attributes that spell a
