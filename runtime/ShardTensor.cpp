@@ -48,9 +48,9 @@ Tensor join(llvm::ArrayRef<Tensor> parts, int64_t dim) {
   return out;
 }
 
-// The elementwise sum of the parts in order: f32 and f64 in their own type,
-// bf16 and f16 in f32 rounded once, integers wrapping.
-Tensor sum(llvm::ArrayRef<Tensor> parts) {
+} // namespace
+
+Tensor sumTensors(llvm::ArrayRef<Tensor> parts) {
   Tensor out(parts.front().type());
   int64_t n = out.numel();
   auto add = [&]<typename S, typename A>(auto load, auto store) {
@@ -89,6 +89,8 @@ Tensor sum(llvm::ArrayRef<Tensor> parts) {
   }
   return out;
 }
+
+namespace {
 
 // The type device `coords` holds: each splitting axis in mesh order cuts the
 // dimension it splits.
@@ -167,7 +169,7 @@ bool unshardTensor(llvm::ArrayRef<Tensor> parts, const ir::Sharding &sharding,
     if (d >= 0)
       return join(subs, d);
     if (partial)
-      return sum(subs);
+      return sumTensors(subs);
     return std::move(subs.front());
   };
   out = combine();

@@ -29,4 +29,8 @@ bool unshardTensor(llvm::ArrayRef<Tensor> parts, const ir::Sharding &sharding,
                    const ir::Mesh &mesh, const ir::TensorType &logical,
                    Tensor &out, std::string &error);
 
+// The elementwise sum of tensors of one type, in order: f32 and f64 in
+// their own type, bf16 and f16 in f32 rounded once, integers wrapping.
+Tensor sumTensors(llvm::ArrayRef<Tensor> parts);
+
 } // namespace mgc::runtime

@@ -229,6 +229,12 @@ void MeshExecutor::clearTrace() {
   impl_->traceStarted = false;
 }
 
+void MeshExecutor::setTraceOrigin(
+    std::chrono::steady_clock::time_point origin) {
+  impl_->state.setOrigin(origin);
+  impl_->traceStarted = true;
+}
+
 const ir::Mesh &MeshExecutor::mesh() const { return impl_->mesh; }
 
 } // namespace mgc::backend::cpu

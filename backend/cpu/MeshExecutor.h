@@ -15,6 +15,7 @@
 #include "support/Diagnostics.h"
 #include "support/Result.h"
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -62,6 +63,10 @@ public:
   // Events of the runs since the last clearTrace(), when tracing.
   const std::vector<TraceEvent> &trace() const;
   void clearTrace();
+  // Times events from `origin` rather than from the first run after
+  // clearTrace(), so that the events of several executors (the parts of
+  // an accumulated step) share one timeline.
+  void setTraceOrigin(std::chrono::steady_clock::time_point origin);
 
   const ir::Mesh &mesh() const;
 

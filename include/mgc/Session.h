@@ -115,6 +115,11 @@ struct SessionOptions {
   int zero = 0;
   // Gradient all-reduces fused into buckets of this many MiB (0: none).
   double bucketMiB = 25;
+  // Gradient accumulation: each batch is split into this many micro-batches
+  // per device, run one after another, and the summed gradients are
+  // communicated and applied once per step (with or without a mesh); the
+  // step equals the step on the whole batch. 1: none.
+  int accumulate = 1;
   // Record a timeline of every device's queues (see writeTrace).
   bool trace = false;
 };

@@ -10,10 +10,12 @@
 #include "backend/cpu/MeshExecutor.h"
 #include "ir/Graph.h"
 #include "ir/Sharding.h"
+#include "passes/Accumulation.h"
 #include "passes/Partition.h"
 #include "support/Diagnostics.h"
 #include "support/Result.h"
 
+#include <chrono>
 #include <memory>
 #include <vector>
 
@@ -27,18 +29,43 @@ struct MeshConfig {
   int zero = 0; // ZeRO stage: 0, 1 or 2
   // Gradient all-reduces fused into buckets of this many MiB (0: none).
   double bucketMiB = 25;
+  // Micro-batches per step (gradient accumulation, passes/Accumulation.h);
+  // 1: none.
+  int64_t accumulate = 1;
 };
 
-struct MeshStep {
-  // The logical step after the shard pass: every value placed, the
-  // communication ops in place. Its arguments and outputs are the step's
-  // (logical names and types).
-  std::unique_ptr<ir::Module> sharded;
+// Device programs partitioned from one logical module, and compiled.
+struct MeshPart {
+  // The logical module (placed) the programs come from, when it is not the
+  // step's sharded module (MeshStep::logicalOf).
+  std::unique_ptr<ir::Module> logical;
   passes::DevicePrograms programs;
   // One executable per distinct program (same index as programs.programs).
   std::vector<std::unique_ptr<backend::Executable>> executables;
 
   std::vector<const backend::Executable *> perDevice() const;
+};
+
+struct MeshStep {
+  // The logical step after the shard pass: every value placed, the
+  // communication ops in place. Its arguments and outputs are the step's
+  // (logical names and types). With accumulation it is placed on the
+  // micro-batch mesh.
+  std::unique_ptr<ir::Module> sharded;
+  // The mesh the devices form (with accumulation, with a dp axis).
+  ir::Mesh mesh;
+  int64_t accumulate = 1;
+  // What each device runs once per step, partitioned on `mesh`: the whole
+  // step, or with accumulation its apply part.
+  MeshPart step;
+  // With accumulation, the micro-batch part, partitioned on the micro-batch
+  // mesh: device d runs micro-batch i with the program of micro-batch
+  // device passes::microBatchDevice(mesh, accumulate, d, i).
+  MeshPart micro;
+
+  const ir::Module &logicalOf(const MeshPart &part) const {
+    return part.logical ? *part.logical : *sharded;
+  }
 };
 
 // Builds the step of `model` (a frontend module, train overrides applied)
@@ -61,12 +88,38 @@ public:
   run(const backend::cpu::NamedTensors &arguments, DiagnosticEngine &diag);
 
   const MeshStep &step() const { return step_; }
-  backend::cpu::MeshExecutor &executor() { return *executor_; }
+  // The timeline of every run since the runner was made (MeshOptions::trace).
+  const std::vector<backend::cpu::TraceEvent> &trace() const {
+    return trace_;
+  }
 
 private:
   MeshRunner(MeshStep step) : step_(std::move(step)) {}
+  // Runs micro-batch `micro` of every device (`parts`: each device's
+  // arguments, kept between micro-batches), adds its partial sums into
+  // `sums` (per device, by name) and keeps its results in `pieces` (per
+  // micro-batch device).
+  LogicalResult runMicroBatch(int64_t micro,
+                              const backend::cpu::NamedTensors &arguments,
+                              std::vector<backend::cpu::NamedTensors> &parts,
+                              std::vector<backend::cpu::NamedTensors> &sums,
+                              std::vector<backend::cpu::RunResult> &pieces,
+                              DiagnosticEngine &diag);
+  FailureOr<std::vector<backend::cpu::RunResult>>
+  runExecutor(backend::cpu::MeshExecutor &executor,
+              const std::vector<backend::cpu::NamedTensors> &parts,
+              DiagnosticEngine &diag);
+
   MeshStep step_;
+  backend::cpu::MeshOptions options_;
   std::unique_ptr<backend::cpu::MeshExecutor> executor_;
+  // With accumulation: one executor per distinct set of micro-batch
+  // programs, and the one each micro-batch uses.
+  std::vector<std::unique_ptr<backend::cpu::MeshExecutor>> microExecutors_;
+  std::vector<size_t> microExecutorOf_;
+  std::vector<backend::cpu::TraceEvent> trace_;
+  std::chrono::steady_clock::time_point origin_ =
+      std::chrono::steady_clock::now();
 };
 
 } // namespace mgc::session

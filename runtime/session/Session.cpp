@@ -145,10 +145,11 @@ Session::create(const std::string &path, const SessionOptions &options) {
   DiagnosticEngine &diag = c.diag();
   if (looksLikeExecutable(path)) {
     if (!options.defines.empty() || !options.train.empty() ||
-        !options.mesh.empty() || options.zero != 0) {
+        !options.mesh.empty() || options.zero != 0 ||
+        options.accumulate != 1) {
       diag.error("'" + path +
                  "' is a compiled executable: defines, training settings "
-                 "and meshes apply to model files (.mg) only");
+                 "meshes and accumulation apply to model files (.mg) only");
       return c.status();
     }
     auto exe = backend::readExecutableFile(path, diag);
@@ -178,9 +179,11 @@ Session::create(const std::string &path, const SessionOptions &options) {
     impl->sourceText = diag.sourceText(path).str();
     if (failed(session::applyTrainOverrides(*module, options.train, diag)))
       return c.status();
-    if (!options.mesh.empty()) {
+    if (!options.mesh.empty() || options.accumulate != 1) {
       std::string error;
-      std::optional<ir::Mesh> mesh = ir::Mesh::parse(options.mesh, error);
+      std::optional<ir::Mesh> mesh =
+          options.mesh.empty() ? std::optional<ir::Mesh>(ir::Mesh())
+                               : ir::Mesh::parse(options.mesh, error);
       if (!mesh) {
         diag.error("mesh '" + options.mesh + "': " + error);
         return c.status();
@@ -189,7 +192,8 @@ Session::create(const std::string &path, const SessionOptions &options) {
                           session::modelHash(*module));
       auto meshStep =
           session::buildMeshStep(
-          *module, {*mesh, options.zero, options.bucketMiB}, diag);
+          *module,
+          {*mesh, options.zero, options.bucketMiB, options.accumulate}, diag);
       if (meshStep.failed())
         return c.status();
       backend::cpu::MeshOptions meshOptions;
@@ -348,7 +352,7 @@ Status Session::writeTrace(const std::string &path) const {
                          "mesh (SessionOptions::mesh and trace)");
   DiagnosticCollector c(impl_.get());
   if (failed(backend::cpu::writeChromeTrace(
-          impl_->meshRunner->executor().trace(), path, c.diag())))
+          impl_->meshRunner->trace(), path, c.diag())))
     return c.status();
   return Status::ok();
 }

@@ -6,6 +6,7 @@
 #include "backend/PlanReport.h"
 #include "backend/cpu/Kernels.h"
 #include "frontend/Frontend.h"
+#include "ir/Printer.h"
 
 #include "llvm/Support/Format.h"
 #include "runtime/session/MeshStep.h"
@@ -22,7 +23,8 @@ const CommandSpec &compileSpec() {
     s.usage = "mgc compile MODEL.mg [-D NAME=VALUE]... [--emit=KIND] "
               "[--passes=PIPELINE] [-o FILE|-]\n"
               "       mgc compile MODEL.mg --mesh AXES [--zero N] "
-              "[--emit=plan|plan-json|dot|ir|device-ir] [--device K]";
+              "[--accumulate K] [--emit=plan|plan-json|dot|ir|device-ir]\n"
+              "                            [--device K]";
     s.summary = "Compile a model file and print what mgc makes of it.";
     s.positionalName = "a model file (MODEL.mg, or - for stdin)";
     s.minPositionals = s.maxPositionals = 1;
@@ -81,27 +83,81 @@ static int compileForMesh(const ir::Module &module, const MeshChoice &mesh,
     return kUsageError;
   }
   auto step = session::buildMeshStep(
-      module, {*mesh.mesh, mesh.zero, mesh.bucketMiB}, diag);
+      module, {*mesh.mesh, mesh.zero, mesh.bucketMiB, mesh.accumulate}, diag);
   if (step.failed())
     return kUserError;
-  if (emit == "device-ir")
-    return emitModule(step->programs.programFor(device), args, diag);
-  if (emit == "ir")
-    return emitModule(*step->sharded, args, diag);
-  std::vector<const backend::Executable *> executables;
-  for (const auto &exe : step->executables)
-    executables.push_back(exe.get());
+  ir::PrintOptions print;
+  print.locations = args.has("--locations");
+  // With accumulation every output names its two parts: the micro-batch
+  // part (run K times per step) and the apply part (once).
+  bool accumulate = step->accumulate > 1;
+  std::string k = std::to_string(step->accumulate);
+  std::string microTitle =
+      "// The micro-batch part: runs " + k +
+      " times per step, its micro.sum.* outputs added up over the "
+      "micro-batches. Its devices are micro-batch devices: dp coordinate "
+      "c*" + k + "+i is micro-batch i of dp device c.\n";
+  std::string applyTitle = "// The apply part: runs once per step, with "
+                           "the sums of the micro-batches.\n";
+  if (emit == "device-ir") {
+    if (!accumulate)
+      return emitModule(step->step.programs.programFor(device), args, diag);
+    int64_t v = passes::microBatchDevice(step->mesh, step->accumulate,
+                                         device, 0);
+    return emitText(
+        "// Device " + std::to_string(device) + " (micro-batch device " +
+            std::to_string(v) + " of " + step->micro.programs.mesh.str() +
+            " for its first micro-batch).\n" + microTitle +
+            ir::printModuleToString(step->micro.programs.programFor(v),
+                                    print) +
+            "\n" + applyTitle +
+            ir::printModuleToString(step->step.programs.programFor(device),
+                                    print),
+        args, diag);
+  }
+  if (emit == "ir") {
+    if (!accumulate)
+      return emitModule(*step->sharded, args, diag);
+    return emitText(
+        microTitle + ir::printModuleToString(*step->micro.logical, print) +
+            "\n" + applyTitle +
+            ir::printModuleToString(*step->step.logical, print),
+        args, diag);
+  }
   std::string text;
   llvm::raw_string_ostream os(text);
-  if (emit == "dot") {
-    backend::printPlanDot(*step->sharded, step->programs, os);
-  } else {
-    backend::PlanReport report = backend::buildPlanReport(
-        *step->sharded, step->programs, executables);
+  auto report = [&](const session::MeshPart &part, const std::string &title) {
+    if (accumulate)
+      os << llvm::StringRef(title).drop_front(3);
+    const ir::Module &logical = step->logicalOf(part);
+    if (emit == "dot") {
+      backend::printPlanDot(logical, part.programs, os);
+      return;
+    }
+    std::vector<const backend::Executable *> executables;
+    for (const auto &exe : part.executables)
+      executables.push_back(exe.get());
+    backend::PlanReport r =
+        backend::buildPlanReport(logical, part.programs, executables);
     if (emit == "plan")
-      backend::printPlan(report, os);
+      backend::printPlan(r, os);
     else
-      backend::printPlanJson(report, os);
+      backend::printPlanJson(r, os);
+  };
+  if (!accumulate) {
+    report(step->step, "");
+  } else if (emit == "plan") {
+    os << "Gradient accumulation: " << k << " micro-batches per step.\n\n";
+    report(step->micro, microTitle);
+    os << "\n";
+    report(step->step, applyTitle);
+  } else {
+    // One JSON document or one Graphviz file: the parts one after the
+    // other would be two.
+    llvm::errs() << "mgc compile: error: --emit=" << emit
+                 << " does not show an accumulated step yet (use "
+                    "--emit=plan, ir or device-ir)\n";
+    return kUsageError;
   }
   return emitText(os.str(), args, diag);
 }
@@ -129,7 +185,7 @@ int runCompile(llvm::ArrayRef<std::string> rawArgs) {
   if (!mesh->mesh && (emit == "device-ir" || emit == "plan" ||
                       emit == "plan-json" || emit == "dot")) {
     llvm::errs() << "mgc compile: error: --emit=" << emit
-                 << " needs a mesh (--mesh or --devices)\n";
+                 << " needs a mesh (--mesh or --devices) or --accumulate\n";
     return kUsageError;
   }
   if (args->has("--device") && emit != "device-ir") {

@@ -24,6 +24,11 @@ std::vector<OptionSpec> meshOptions() {
        "fuse the gradient all-reduces into buckets of this many MiB, each "
        "issued as soon as its last gradient exists (default 25; 0: one "
        "all-reduce per gradient)"},
+      {"--accumulate", "K",
+       "gradient accumulation: split each batch into K micro-batches per "
+       "device, run them one after another and communicate the summed "
+       "gradients once per step (the result is the step on the whole batch; "
+       "works with or without a mesh)"},
   };
 }
 
@@ -97,6 +102,16 @@ std::optional<MeshChoice> parseMeshChoice(const ParsedArgs &args,
         choice.bucketMiB > 1e6)
       return usage("--bucket-mib expects a number of MiB >= 0, got '" +
                    text.str() + "'");
+  }
+  if (args.has("--accumulate")) {
+    if (llvm::StringRef(args.get("--accumulate"))
+            .getAsInteger(10, choice.accumulate) ||
+        choice.accumulate < 1 || choice.accumulate > 65536)
+      return usage("--accumulate expects a number of micro-batches from 1 "
+                   "to 65536, got '" +
+                   args.get("--accumulate") + "'");
+    if (!choice.mesh && choice.accumulate > 1)
+      choice.mesh = ir::Mesh();
   }
   return choice;
 }

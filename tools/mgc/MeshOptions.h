@@ -1,5 +1,6 @@
 // The mesh flags shared by mgc compile and mgc run: --mesh, --devices,
-// --dp-weights, --zero and --bucket-mib, and their checking (usage errors name the flag).
+// --dp-weights, --zero, --bucket-mib and --accumulate, and their checking
+// (usage errors name the flag).
 #pragma once
 
 #include "tools/mgc/Options.h"
@@ -13,9 +14,12 @@
 namespace mgc::cli {
 
 struct MeshChoice {
-  std::optional<ir::Mesh> mesh; // none: one device
+  // None: one device, no accumulation. With --accumulate alone, the mesh
+  // of one device (no axes).
+  std::optional<ir::Mesh> mesh;
   int zero = 0;
   double bucketMiB = 25;
+  int64_t accumulate = 1; // micro-batches per step
 };
 
 std::vector<OptionSpec> meshOptions();

@@ -107,7 +107,8 @@ const CommandSpec &runSpec() {
               "[--save-every K]\n"
               "       [--resume CKPT] [--log-json FILE] [--threads N]\n"
               "       [--mesh AXES | --devices N] [--zero STAGE] "
-              "[--dp-weights W,...] [--trace FILE] [--check-single]";
+              "[--dp-weights W,...] [--bucket-mib MIB]\n"
+              "       [--accumulate K] [--trace FILE] [--check-single]";
     s.summary = "Train a model on the CPU and report the loss.";
     s.positionalName = "a model file (MODEL.mg or MODEL.mgx)";
     s.minPositionals = s.maxPositionals = 1;
@@ -164,7 +165,8 @@ const CommandSpec &runSpec() {
               "communication queues (Chrome trace-event JSON; open it in "
               "Perfetto or chrome://tracing)"},
              {"--check-single", "",
-              "with a mesh: train the same model on one device alongside, "
+              "with a mesh or --accumulate: train the same model on one "
+              "device without accumulation alongside, "
               "compare the loss at every step and the parameters at the end; "
               "exit 1 on a difference"},
              {"--check-tolerance", "X",
@@ -250,12 +252,14 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
     options.mesh = mesh->mesh->str();
     options.zero = mesh->zero;
     options.bucketMiB = mesh->bucketMiB;
+    options.accumulate = mesh->accumulate;
     options.trace = args->has("--trace");
   } else {
     for (const char *flag : {"--trace", "--check-single"})
       if (args->has(flag))
         return usageError(std::string(flag) +
-                          " needs a mesh (--mesh or --devices)");
+                          " needs a mesh (--mesh or --devices) or "
+                          "--accumulate");
   }
   double tolerance = -1;
   if (args->has("--check-tolerance") &&

@@ -13,6 +13,7 @@ SingleDeviceCheck::create(const std::string &modelPath, SessionOptions options,
                           double lossTolerance, double paramTolerance) {
   options.mesh.clear();
   options.zero = 0;
+  options.accumulate = 1;
   options.trace = false;
   auto session = Session::create(modelPath, options);
   if (!session)
