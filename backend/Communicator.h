@@ -37,6 +37,12 @@ public:
   virtual LogicalResult allReduce(llvm::StringRef axis, const void *in,
                                   void *out, int64_t count, ir::DType dtype,
                                   std::string &error) = 0;
+  // out[i] = the maximum over the group of in[i] (NaN if any is NaN); `in`
+  // and `out` may be the same. The maximum is one of the values, so every
+  // device gets the same bits whatever the order.
+  virtual LogicalResult allReduceMax(llvm::StringRef axis, const void *in,
+                                     void *out, int64_t count, ir::DType dtype,
+                                     std::string &error) = 0;
   // This device contributes counts[coord] elements; `out` receives every
   // device's part in coordinate order (the sum of counts).
   virtual LogicalResult allGather(llvm::StringRef axis, const void *in,

@@ -65,6 +65,7 @@ uint64_t commBytes(ir::OpKind kind, int64_t n, uint64_t operandBytes,
   U bytes = 0;
   switch (kind) {
   case ir::OpKind::AllReduce:
+  case ir::OpKind::AllReduceMax:
     bytes = 2 * k * operandBytes / static_cast<U>(n);
     break;
   case ir::OpKind::ReduceScatter:
@@ -137,6 +138,8 @@ std::pair<ir::Placement, ir::Placement> definedChange(const ir::Op &op) {
   switch (op.kind()) {
   case ir::OpKind::AllReduce:
     return {Placement::partial(), Placement::replicate()};
+  case ir::OpKind::AllReduceMax:
+    return {Placement::partialMax(), Placement::replicate()};
   case ir::OpKind::ReduceScatter:
     return {Placement::partial(), Placement::split(intAttr(op, "dim", 0))};
   case ir::OpKind::AllGather:

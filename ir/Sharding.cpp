@@ -13,7 +13,7 @@ std::string Placement::str() const {
   case PlacementKind::Replicate:
     return "R";
   case PlacementKind::Partial:
-    return "P";
+    return reduce == Reduction::Max ? "Pmax" : "P";
   case PlacementKind::Split:
     return "S" + std::to_string(dim);
   }
@@ -25,6 +25,8 @@ std::optional<Placement> Placement::parse(llvm::StringRef text) {
     return replicate();
   if (text == "P")
     return partial();
+  if (text == "Pmax")
+    return partialMax();
   if (text.size() >= 2 && text[0] == 'S') {
     llvm::StringRef digits = text.drop_front();
     if (!llvm::all_of(digits, llvm::isDigit) || digits.size() > 3)

@@ -1,10 +1,12 @@
 // The placement algebra: a device mesh with named axes (dp=2,tp=2), and on
 // each axis a tensor is split along one dimension (S0, S1, ...), replicated
-// (R) or held as partial sums (P: the value is the sum over the axis group).
+// (R) or held as partial results: partial sums (P: the value is the sum over
+// the axis group) or partial maxima (Pmax: the value is the maximum over the
+// group, as a maximum over a split dimension leaves it).
 // Data, tensor and ZeRO parallelism are all placements of the same logical
 // tensors; moving between placements is the only source of communication
 // (passes/Reshard.h). Text forms: mesh "dp=2,tp=2" (weights "dp=2[3,1]");
-// sharding "{dp=S0, tp=R}".
+// sharding "{dp=S0, tp=R}", "{tp=Pmax}".
 #pragma once
 
 #include "ir/Types.h"
@@ -22,23 +24,39 @@ namespace mgc::ir {
 
 enum class PlacementKind : uint8_t { Replicate, Split, Partial };
 
+// How the partial values of the devices of an axis group make the value.
+enum class Reduction : uint8_t { Sum, Max };
+
 struct Placement {
   PlacementKind kind = PlacementKind::Replicate;
   int64_t dim = 0; // Split only: the logical dimension split
+  Reduction reduce = Reduction::Sum; // Partial only
 
   static Placement replicate() { return {}; }
   static Placement split(int64_t dim) { return {PlacementKind::Split, dim}; }
   static Placement partial() { return {PlacementKind::Partial, 0}; }
+  static Placement partialMax() {
+    return {PlacementKind::Partial, 0, Reduction::Max};
+  }
   bool isReplicate() const { return kind == PlacementKind::Replicate; }
   bool isSplit() const { return kind == PlacementKind::Split; }
+  // Partial sums or partial maxima.
   bool isPartial() const { return kind == PlacementKind::Partial; }
+  bool isPartialSum() const { return isPartial() && reduce == Reduction::Sum; }
+  bool isPartialMax() const { return isPartial() && reduce == Reduction::Max; }
 
-  std::string str() const; // "R", "S0", "P"
-  // "R", "S<digits>", "P"; nullopt otherwise.
+  std::string str() const; // "R", "S0", "P", "Pmax"
+  // "R", "S<digits>", "P", "Pmax"; nullopt otherwise.
   static std::optional<Placement> parse(llvm::StringRef text);
 
   friend bool operator==(const Placement &a, const Placement &b) {
-    return a.kind == b.kind && (a.kind != PlacementKind::Split || a.dim == b.dim);
+    if (a.kind != b.kind)
+      return false;
+    if (a.kind == PlacementKind::Split)
+      return a.dim == b.dim;
+    if (a.kind == PlacementKind::Partial)
+      return a.reduce == b.reduce;
+    return true;
   }
   friend bool operator!=(const Placement &a, const Placement &b) {
     return !(a == b);

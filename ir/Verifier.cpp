@@ -6,7 +6,8 @@
 namespace mgc::ir {
 
 // A placement names dimensions the value has; partial sums are of
-// floating-point values; a dimension is split on one axis at most.
+// floating-point values (partial maxima of any type: a maximum is exact);
+// a dimension is split on one axis at most.
 static void checkSharding(const Value &v, Loc loc, const std::string &what,
                           DiagnosticEngine &diag) {
   const Sharding &s = v.sharding();
@@ -17,7 +18,7 @@ static void checkSharding(const Value &v, Loc loc, const std::string &what,
       diag.error(loc, what + " is split along dimension " +
                           std::to_string(e.placement.dim) + " on axis '" +
                           e.axis + "' but has type " + v.type().str());
-    if (e.placement.isPartial() && !isFloat(v.type().dtype))
+    if (e.placement.isPartialSum() && !isFloat(v.type().dtype))
       diag.error(loc, what + " of type " + v.type().str() +
                           " cannot be partial sums on axis '" + e.axis + "'");
     for (size_t j = 0; j < i; ++j)

@@ -93,6 +93,7 @@ private:
 
   Value *compute(ir::Builder &b, const ir::Op &op) {
     double scale = 1;
+    std::optional<IndexPart> index;
     for (size_t a = 0; a < mesh_.axes().size(); ++a) {
       const ir::MeshAxis &axis = mesh_.axes()[a];
       std::optional<ShardingSignature> sig =
@@ -103,6 +104,15 @@ private:
                             op.result()->sharding().str() +
                             " match no sharding rule on axis '" + axis.name +
                             "' (the module was not made by the shard pass)");
+      // A split of the dimension the op's ids index: the device op works
+      // on its part of it (the coordinate only when the parts are uneven,
+      // so that even programs stay the same on every device).
+      if (std::optional<int64_t> n = indexedSplit(op, *sig)) {
+        std::vector<int64_t> sizes = ir::splitSizes(*n, axis);
+        bool uneven = !ir::allEqual(sizes);
+        index = IndexPart{axis.name, std::move(sizes),
+                          uneven ? coords_[a] : int64_t(-1)};
+      }
       if (sig->scaleOperand >= 0) {
         const Value *x = op.operand(sig->scaleOperand);
         int64_t n = x->type().shape[sig->scaleDim];
@@ -112,8 +122,8 @@ private:
                    static_cast<double>(n);
       }
     }
-    ir::ValueOrError r =
-        localizeOp(b, op, operands(op), local(op.result()), scale);
+    ir::ValueOrError r = localizeOp(b, op, operands(op), local(op.result()),
+                                    scale, index ? &*index : nullptr);
     if (!r.ok())
       return fail(op, r.error);
     return r.value;
@@ -135,8 +145,11 @@ private:
       uneven |= !ir::allEqual(s);
       return s;
     };
+    bool allReduce = op.kind() == ir::OpKind::AllReduce ||
+                     op.kind() == ir::OpKind::AllReduceMax;
     switch (op.kind()) {
     case ir::OpKind::AllReduce:
+    case ir::OpKind::AllReduceMax:
       break;
     case ir::OpKind::AllToAll:
       attrs.set("from_sizes", sizesOf(la.getInt("from")));
@@ -146,7 +159,7 @@ private:
       attrs.set("sizes", sizesOf(la.getInt("dim")));
       break;
     }
-    if (op.kind() != ir::OpKind::AllReduce)
+    if (!allReduce)
       attrs.set("part", uneven ? coords_[a] : int64_t(-1));
     ir::ValueOrError r = b.create(op.kind(), operands(op), std::move(attrs));
     if (!r.ok())

@@ -14,6 +14,9 @@ double axisReshardBytes(Placement from, Placement to, const ir::MeshAxis &axis,
     return 0;
   if (to.isPartial())
     return std::numeric_limits<double>::infinity();
+  // Partial maxima have no scatter: all-reduced, then split locally.
+  if (from.isPartialMax())
+    return 2 * (n - 1) / n * bytes;
   if (from.isPartial())
     return (to.isReplicate() ? 2 : 1) * (n - 1) / n * bytes;
   if (from.isSplit())
@@ -105,10 +108,17 @@ ir::Value *reshard(ir::Builder &b, ir::Value *v, const Sharding &toIn,
       return nullptr;
   }
   // 2. Partial sums: reduce, scattering when the target split is free.
+  // Partial maxima: all-reduce the maximum (a split is made in round 3).
   for (const ir::MeshAxis &axis : mesh.axes()) {
     Placement from = c.cur.get(axis.name), want = to.get(axis.name);
     if (!from.isPartial() || from == want)
       continue;
+    if (from.isPartialMax()) {
+      if (!c.emit(ir::OpKind::AllReduceMax, axis.name, {},
+                  Placement::replicate()))
+        return nullptr;
+      continue;
+    }
     bool ok = want.isSplit() && c.dimFree(want.dim, axis.name)
                   ? c.emit(ir::OpKind::ReduceScatter, axis.name,
                            {{"dim", want.dim}}, want)

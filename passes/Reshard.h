@@ -3,8 +3,10 @@
 //   P -> R      all_reduce           P -> S(d)  reduce_scatter
 //   S(d) -> R   all_gather           R -> S(d)  local_split (no traffic)
 //   S(a) -> S(b) all_to_all
-// R or S -> P is never needed (the propagation does not ask for it) and is
-// refused. Data, tensor and ZeRO parallelism all communicate through here.
+//   Pmax -> R   all_reduce_max       Pmax -> S(d) all_reduce_max, local_split
+// R or S -> P (or Pmax), and P <-> Pmax, are never needed (the propagation
+// does not ask for them) and are refused. Data, tensor and ZeRO parallelism
+// all communicate through here.
 #pragma once
 
 #include "ir/Builder.h"
@@ -17,7 +19,8 @@ namespace mgc::passes {
 
 // Bytes one device sends for changing `from` to `to` on one axis of size n,
 // for a value whose local part (under its current placement) has `bytes`
-// bytes (ring algorithms): all_reduce 2(n-1)/n * bytes; reduce_scatter and
+// bytes (ring algorithms): all_reduce (of sums or maxima) 2(n-1)/n * bytes,
+// also for partial maxima to a split; reduce_scatter and
 // all_to_all (n-1)/n * bytes; all_gather (n-1) * bytes (its result is n
 // times the part); local_split and no change 0; infinity when impossible.
 double axisReshardBytes(ir::Placement from, ir::Placement to,

@@ -31,6 +31,7 @@
 // target's placement right after their value.
 #include "passes/Pass.h"
 #include "passes/Reshard.h"
+#include "passes/ShardCrossEntropy.h"
 #include "passes/ShardStrategy.h"
 #include "passes/ShardingRules.h"
 
@@ -72,10 +73,14 @@ public:
     std::vector<std::pair<ir::Op *, ir::Graph::OpIterator>> ops;
     for (auto it = g_.ops().begin(); it != g_.ops().end(); ++it)
       ops.push_back({it->get(), it});
-    for (auto &[op, it] : ops)
-      if (failed(placeOp(*op, it)))
+    for (auto &[op, it] : ops) {
+      LogicalResult placed = lossNeedsClassSplit(*op)
+                                 ? placeClassSplitLoss(*op, it)
+                                 : placeOp(*op, it);
+      if (failed(placed))
         return failure();
-    if (failed(placeUpdates()))
+    }
+    if (failed(placeUpdates()) || failed(placeOutputs()))
       return failure();
     splitAtSource();
     return success();
@@ -197,6 +202,63 @@ private:
     return success();
   }
 
+  // A cross_entropy or its gradient on logits split by classes: replaced by
+  // pieces that run on the parts (ShardCrossEntropy.h), each placed as any
+  // op, so that the logits are never gathered.
+  LogicalResult placeClassSplitLoss(ir::Op &op, ir::Graph::OpIterator it) {
+    b_.setInsertionPoint(it);
+    b_.setLoc(op.loc());
+    b_.setScope(op.scope());
+    std::vector<ir::Op *> created;
+    std::string error;
+    Value *replacement =
+        expandClassSplitLoss(b_, op, classStats_, created, error);
+    if (!replacement) {
+      diag_.error(op.loc(), "shard: " + error);
+      return failure();
+    }
+    // The new ops sit right before `it`, in order. The replacement takes
+    // over the uses and any requested placement before it is placed.
+    std::vector<ir::Graph::OpIterator> positions;
+    auto pos = it;
+    for (size_t k = 0; k < created.size(); ++k)
+      positions.insert(positions.begin(), --pos);
+    replacement->setSharding(op.result()->sharding());
+    g_.replaceAllUsesWith(op.result(), replacement);
+    g_.erase(it);
+    for (ir::Graph::OpIterator p : positions)
+      if (failed(placeOp(**p, p)))
+        return failure();
+    return success();
+  }
+
+  // Outputs that hold partial maxima: the runtime joins partial sums only,
+  // so these are made whole right after their op.
+  LogicalResult placeOutputs() {
+    for (ir::Output &o : g_.outputs()) {
+      Sharding want = o.value->sharding();
+      for (const Sharding::Entry &e : o.value->sharding().entries())
+        if (e.placement.isPartialMax())
+          want.set(e.axis, Placement::replicate());
+      if (want == o.value->sharding())
+        continue;
+      ir::Graph::OpIterator pos = g_.ops().begin();
+      if (ir::Op *def = o.value->definingOp())
+        for (auto it = g_.ops().begin(); it != g_.ops().end(); ++it)
+          if (it->get() == def) {
+            pos = std::next(it);
+            break;
+          }
+      b_.setInsertionPoint(pos);
+      b_.setLoc(o.loc);
+      Value *v = resharded(o.value, want);
+      if (!v)
+        return failure();
+      o.value = v;
+    }
+    return success();
+  }
+
   // `v` moved to `to`, made once per (value, placement).
   Value *resharded(Value *v, const Sharding &to) {
     if (v->sharding() == to)
@@ -283,6 +345,7 @@ private:
   DiagnosticEngine &diag_;
   ir::Builder b_;
   std::map<std::pair<Value *, std::string>, Value *> cache_;
+  ClassStatsMap classStats_;
 };
 
 class ShardPass : public Pass {

@@ -233,7 +233,8 @@ void ruleConcat(const ir::Op &op, const ir::MeshAxis &axis, Signatures &out) {
 // sum, mean and max. A dimension not reduced splits as itself (renumbered
 // when the reduced ones are dropped). Reducing a split dimension leaves
 // partial sums: for mean, each device's mean is over its own part, so its
-// result is scaled by part / whole. The maximum has no partial form.
+// result is scaled by part / whole. The maximum leaves partial maxima, and
+// the maximum of partial maxima is partial maxima again.
 void ruleReduce(const ir::Op &op, const ir::MeshAxis &axis, Signatures &out) {
   const ir::TensorType &x = op.operand(0)->type();
   llvm::SmallVector<int64_t, 4> axes =
@@ -248,8 +249,13 @@ void ruleReduce(const ir::Op &op, const ir::MeshAxis &axis, Signatures &out) {
     if (!reduced || keep)
       ++kept;
   }
-  if (isMax)
+  if (isMax) {
+    for (int64_t d : axes)
+      if (splittable(x.shape[d], axis))
+        out.push_back(sig({S(d)}, Pmax()));
+    out.push_back(sig({Pmax()}, Pmax()));
     return;
+  }
   bool isMean = op.kind() == ir::OpKind::Mean;
   // An integer mean truncates each device's quotient.
   if (isMean && !ir::isFloat(op.type().dtype))
@@ -342,8 +348,16 @@ constexpr RuleRow kRules[] = {
     {ir::OpKind::Cos, ruleElementwise},
     {ir::OpKind::Minimum, ruleElementwise},
     {ir::OpKind::Maximum, ruleElementwise},
+    {ir::OpKind::SumExp, ruleSumExp},
+    {ir::OpKind::ClassLogit, ruleClassLogit},
+    {ir::OpKind::CrossEntropyGradStats, ruleCrossEntropyGradStats},
+    // The device versions of embedding and embedding_grad on a table split
+    // by rows: localizeOp makes them, in device programs only.
+    {ir::OpKind::EmbeddingPart, ruleNone},
+    {ir::OpKind::EmbeddingGradPart, ruleNone},
     // Communication is inserted after propagation, from the placements.
     {ir::OpKind::AllReduce, ruleNone},
+    {ir::OpKind::AllReduceMax, ruleNone},
     {ir::OpKind::ReduceScatter, ruleNone},
     {ir::OpKind::AllGather, ruleNone},
     {ir::OpKind::AllToAll, ruleNone},
@@ -400,7 +414,8 @@ signatureFor(const ir::Op &op, const ir::MeshAxis &axis,
 
 ir::ValueOrError localizeOp(ir::Builder &b, const ir::Op &op,
                             llvm::ArrayRef<ir::Value *> operands,
-                            const ir::TensorType &localResult, double scale) {
+                            const ir::TensorType &localResult, double scale,
+                            const IndexPart *index) {
   // The new ops belong where the logical op was written.
   Loc savedLoc = b.loc();
   std::string savedScope = b.scope();
@@ -418,9 +433,10 @@ ir::ValueOrError localizeOp(ir::Builder &b, const ir::Op &op,
   };
 
   ir::Attrs attrs = op.attrs();
+  ir::OpKind kind = op.kind();
   std::vector<int64_t> localShape(localResult.shape.begin(),
                                   localResult.shape.end());
-  switch (op.kind()) {
+  switch (kind) {
   case ir::OpKind::Broadcast:
   case ir::OpKind::Reshape:
     attrs.set("shape", localShape);
@@ -432,7 +448,28 @@ ir::ValueOrError localizeOp(ir::Builder &b, const ir::Op &op,
   default:
     break;
   }
-  ir::ValueOrError r = b.create(op.kind(), operands, std::move(attrs));
+  if (index) {
+    switch (kind) {
+    case ir::OpKind::Embedding:
+      kind = ir::OpKind::EmbeddingPart;
+      attrs = ir::Attrs();
+      break;
+    case ir::OpKind::EmbeddingGrad:
+      kind = ir::OpKind::EmbeddingGradPart;
+      attrs = ir::Attrs();
+      break;
+    case ir::OpKind::ClassLogit:
+    case ir::OpKind::CrossEntropyGradStats:
+      break;
+    default:
+      return fail(op.name().str() + " indexes no dimension that a device " +
+                  "can hold a part of");
+    }
+    attrs.set("axis", index->axis);
+    attrs.set("sizes", index->sizes);
+    attrs.set("part", index->part);
+  }
+  ir::ValueOrError r = b.create(kind, operands, std::move(attrs));
   if (!r.ok())
     return fail("cannot localize " + op.name().str() + ": " + r.error);
   if (r.value->type() != localResult)

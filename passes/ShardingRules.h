@@ -19,6 +19,8 @@
 #include "llvm/ADT/SmallVector.h"
 
 #include <optional>
+#include <string>
+#include <vector>
 
 namespace mgc::passes {
 
@@ -66,14 +68,37 @@ std::optional<ShardingSignature>
 signatureFor(const ir::Op &op, const ir::MeshAxis &axis,
              llvm::ArrayRef<ir::Placement> operands, ir::Placement result);
 
+// The part of a dimension that ids index (embedding's table rows,
+// embedding_grad's result rows, the classes of class_logit and
+// cross_entropy_grad_stats) that one device holds, when a signature splits
+// it on `axis`: the device op looks up or scatters only the ids in its
+// part, which starts at the sum of the sizes before `part`.
+struct IndexPart {
+  std::string axis;
+  std::vector<int64_t> sizes; // the parts over the axis group
+  // The device's coordinate on the axis; -1 when the parts are even (the
+  // runtime supplies it, and every device's program is the same).
+  int64_t part = -1;
+};
+
+// The logical size of the dimension of `op` that ids index, when `sig`
+// splits it (so the device op needs an IndexPart); nullopt otherwise.
+std::optional<int64_t> indexedSplit(const ir::Op &op,
+                                    const ShardingSignature &sig);
+
 // The device program's version of `op`, created with `b` from local
 // operands: the same kind and attributes, except attributes that spell a
 // shape, which are rewritten to the local result type (broadcast and
 // reshape `shape`, embedding_grad `rows`); then multiplied by `scale` when
-// it is not 1 (see ShardingSignature::scaleOperand). The created op's type
-// is `localResult` or an error says why the rule was wrong.
+// it is not 1 (see ShardingSignature::scaleOperand). With `index` (the op's
+// signature splits the dimension its ids index, see indexedSplit) the op
+// works on that part: embedding and embedding_grad become embedding_part
+// and embedding_grad_part, class_logit and cross_entropy_grad_stats get
+// `axis`, `sizes` and `part`. The created op's type is `localResult` or an
+// error says why the rule was wrong.
 ir::ValueOrError localizeOp(ir::Builder &b, const ir::Op &op,
                             llvm::ArrayRef<ir::Value *> operands,
-                            const ir::TensorType &localResult, double scale);
+                            const ir::TensorType &localResult, double scale,
+                            const IndexPart *index = nullptr);
 
 } // namespace mgc::passes

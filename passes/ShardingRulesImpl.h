@@ -15,6 +15,7 @@ using Signatures = llvm::SmallVectorImpl<ShardingSignature>;
 inline Placement S(int64_t dim) { return Placement::split(dim); }
 inline Placement R() { return Placement::replicate(); }
 inline Placement P() { return Placement::partial(); }
+inline Placement Pmax() { return Placement::partialMax(); }
 
 inline ShardingSignature sig(std::initializer_list<Placement> operands,
                              Placement result, int scaleOperand = -1,
@@ -63,6 +64,11 @@ MGC_SHARDING_RULE(ruleMse)
 MGC_SHARDING_RULE(ruleCausalMask)
 MGC_SHARDING_RULE(ruleCausalMaskGrad)
 MGC_SHARDING_RULE(ruleAttention)
+
+// Tensor parallelism over a vocabulary (ShardingRulesVocab.cpp).
+MGC_SHARDING_RULE(ruleSumExp)
+MGC_SHARDING_RULE(ruleClassLogit)
+MGC_SHARDING_RULE(ruleCrossEntropyGradStats)
 
 #undef MGC_SHARDING_RULE
 

@@ -88,8 +88,9 @@ void ruleMatmul(const ir::Op &op, const ir::MeshAxis &axis, Signatures &out) {
   out.push_back(sig({R(), P()}, P()));
 }
 
-// embedding(table[V, D], ids[...]) -> [..., D]. Splitting the vocabulary
-// would need each device to offset its ids and mask the others: not listed.
+// embedding(table[V, D], ids[...]) -> [..., D]. A table split by rows (the
+// vocabulary) gives partial sums: each device looks up the ids in its rows
+// and writes zero rows for the others (embedding_part, made by localizeOp).
 void ruleEmbedding(const ir::Op &op, const ir::MeshAxis &axis,
                    Signatures &out) {
   const ir::TensorType &table = op.operand(0)->type();
@@ -98,12 +99,15 @@ void ruleEmbedding(const ir::Op &op, const ir::MeshAxis &axis,
     out.push_back(sig({R(), S(d)}, S(d)));
   if (table.rank() == 2 && splittable(table.shape[1], axis))
     out.push_back(sig({S(1), R()}, S(ids.rank())));
+  if (table.rank() == 2 && splittable(table.shape[0], axis))
+    out.push_back(sig({S(0), R()}, P()));
   out.push_back(sig({P(), R()}, P()));
 }
 
 // embedding_grad(dy[..., D], ids[...]) -> [rows, D]: each device scatter-adds
 // the positions it holds into a whole table, so split positions give
-// partial tables; a split D gives the table's columns.
+// partial tables; a split D gives the table's columns; with everything
+// replicated each device can make its own rows alone (embedding_grad_part).
 void ruleEmbeddingGrad(const ir::Op &op, const ir::MeshAxis &axis,
                        Signatures &out) {
   const ir::TensorType &dy = op.operand(0)->type();
@@ -111,6 +115,8 @@ void ruleEmbeddingGrad(const ir::Op &op, const ir::MeshAxis &axis,
     out.push_back(sig({S(d), S(d)}, P()));
   if (dy.rank() >= 1 && splittable(dy.shape[dy.rank() - 1], axis))
     out.push_back(sig({S(dy.rank() - 1), R()}, S(1)));
+  if (op.type().rank() == 2 && splittable(op.type().shape[0], axis))
+    out.push_back(sig({R(), R()}, S(0)));
   out.push_back(sig({P(), R()}, P()));
 }
 

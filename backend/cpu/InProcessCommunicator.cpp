@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -25,12 +26,25 @@ namespace mgc::backend::cpu {
 
 namespace {
 
-enum class CallKind : uint8_t { AllReduce, AllGather, ReduceScatter, AllToAll };
+enum class CallKind : uint8_t {
+  AllReduce,
+  AllReduceMax,
+  AllGather,
+  ReduceScatter,
+  AllToAll
+};
+
+// All-reduces: one count, every device gets the whole result.
+bool isAllReduce(CallKind kind) {
+  return kind == CallKind::AllReduce || kind == CallKind::AllReduceMax;
+}
 
 const char *callName(CallKind kind) {
   switch (kind) {
   case CallKind::AllReduce:
     return "allReduce";
+  case CallKind::AllReduceMax:
+    return "allReduceMax";
   case CallKind::AllGather:
     return "allGather";
   case CallKind::ReduceScatter:
@@ -46,7 +60,7 @@ const char *callName(CallKind kind) {
 struct Call {
   CallKind kind = CallKind::AllReduce;
   ir::DType dtype = ir::DType::F32;
-  int64_t count = 0;                  // allReduce
+  int64_t count = 0;                  // allReduce, allReduceMax
   llvm::ArrayRef<int64_t> counts;     // allGather, reduceScatter; allToAll send
   llvm::ArrayRef<int64_t> recvCounts; // allToAll
   const std::byte *in = nullptr;
@@ -60,6 +74,7 @@ std::string describe(const Call &c) {
       std::string(callName(c.kind)) + " of " + ir::dtypeName(c.dtype).str();
   switch (c.kind) {
   case CallKind::AllReduce:
+  case CallKind::AllReduceMax:
     return s + ", " + std::to_string(c.count) + " elements";
   case CallKind::AllGather:
   case CallKind::ReduceScatter:
@@ -110,6 +125,37 @@ void sumInto(llvm::ArrayRef<const std::byte *> srcs, std::byte *dst,
 void sumIntoDType(ir::DType dtype, llvm::ArrayRef<const std::byte *> srcs,
                   std::byte *dst, int64_t n) {
   visitDType(dtype, [&]<typename S>() { sumInto<S>(srcs, dst, n); });
+}
+
+// dst[i] = the maximum over j (in order) of srcs[j][i]: the first NaN, else
+// the first of the largest values, copied bit for bit.
+template <typename S>
+void maxInto(llvm::ArrayRef<const std::byte *> srcs, std::byte *dst,
+             int64_t n) {
+  S *d = reinterpret_cast<S *>(dst);
+  for (int64_t i = 0; i < n; ++i) {
+    S best = reinterpret_cast<const S *>(srcs[0])[i];
+    if constexpr (kIsInt<S>) {
+      for (size_t j = 1; j < srcs.size(); ++j)
+        best = std::max(best, reinterpret_cast<const S *>(srcs[j])[i]);
+    } else {
+      double b = Elem<S>::load(best);
+      for (size_t j = 1; j < srcs.size() && !std::isnan(b); ++j) {
+        S v = reinterpret_cast<const S *>(srcs[j])[i];
+        double x = Elem<S>::load(v);
+        if (x > b || std::isnan(x)) {
+          best = v;
+          b = x;
+        }
+      }
+    }
+    d[i] = best;
+  }
+}
+
+void maxIntoDType(ir::DType dtype, llvm::ArrayRef<const std::byte *> srcs,
+                  std::byte *dst, int64_t n) {
+  visitDType(dtype, [&]<typename S>() { maxInto<S>(srcs, dst, n); });
 }
 
 // The meeting point of one axis group.
@@ -186,7 +232,7 @@ std::optional<std::string> checkCalls(llvm::ArrayRef<Call> slots,
   for (size_t j = 1; j < n; ++j) {
     const Call &c = slots[j];
     bool same = c.kind == first.kind && c.dtype == first.dtype;
-    if (same && c.kind == CallKind::AllReduce)
+    if (same && isAllReduce(c.kind))
       same = c.count == first.count;
     if (same &&
         (c.kind == CallKind::AllGather || c.kind == CallKind::ReduceScatter))
@@ -200,7 +246,7 @@ std::optional<std::string> checkCalls(llvm::ArrayRef<Call> slots,
     const Call &c = slots[j];
     std::string where = dev(j) + " calls " + describe(c) + " on axis '" +
                         axis.str() + "' of " + std::to_string(n) + " devices: ";
-    if (c.kind == CallKind::AllReduce) {
+    if (isAllReduce(c.kind)) {
       if (c.count < 0)
         return where + "a negative count";
       continue;
@@ -227,10 +273,12 @@ void runCall(llvm::ArrayRef<Call> slots, size_t me) {
   size_t n = slots.size();
   size_t bytes = ir::dtypeBytes(mine.dtype);
   switch (mine.kind) {
-  case CallKind::AllReduce: {
-    // Device `me` sums elements [lo, hi) and writes them to every device's
-    // result: each element is read and written by one device only, so the
-    // result may be the operand itself, and every copy is the same sum.
+  case CallKind::AllReduce:
+  case CallKind::AllReduceMax: {
+    // Device `me` reduces elements [lo, hi) (sum or maximum) and writes
+    // them to every device's result: each element is read and written by
+    // one device only, so the result may be the operand itself, and every
+    // copy is the same.
     int64_t count = mine.count;
     int64_t lo = count * static_cast<int64_t>(me) / static_cast<int64_t>(n);
     int64_t hi = count * static_cast<int64_t>(me + 1) / static_cast<int64_t>(n);
@@ -240,7 +288,10 @@ void runCall(llvm::ArrayRef<Call> slots, size_t me) {
     for (const Call &c : slots)
       srcs.push_back(c.in + lo * bytes);
     std::byte *first = slots[0].out + lo * bytes;
-    sumIntoDType(mine.dtype, srcs, first, hi - lo);
+    if (mine.kind == CallKind::AllReduce)
+      sumIntoDType(mine.dtype, srcs, first, hi - lo);
+    else
+      maxIntoDType(mine.dtype, srcs, first, hi - lo);
     for (size_t k = 1; k < n; ++k)
       std::memcpy(slots[k].out + lo * bytes, first, (hi - lo) * bytes);
     return;
@@ -294,6 +345,14 @@ public:
                           std::string &error) override {
     Call c;
     c.kind = CallKind::AllReduce;
+    c.count = count;
+    return run(axis, c, in, out, dtype, error);
+  }
+  LogicalResult allReduceMax(llvm::StringRef axis, const void *in, void *out,
+                             int64_t count, ir::DType dtype,
+                             std::string &error) override {
+    Call c;
+    c.kind = CallKind::AllReduceMax;
     c.count = count;
     return run(axis, c, in, out, dtype, error);
   }

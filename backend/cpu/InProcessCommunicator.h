@@ -1,7 +1,8 @@
 // The communicator of N simulated devices in one process: each device's
 // endpoint meets the other devices of its axis group at a rendezvous, reads
 // their buffers directly and writes its own result (no copies beyond the
-// result itself). Sums go in coordinate order, the same on every device.
+// result itself). Sums and maxima go in coordinate order, the same on every
+// device.
 #pragma once
 
 #include "backend/Communicator.h"

@@ -64,6 +64,7 @@ bool isLogical(const ir::Op &op) {
   const char *sizes =
       op.kind() == ir::OpKind::AllToAll ? "from_sizes" : "sizes";
   return op.kind() != ir::OpKind::AllReduce &&
+         op.kind() != ir::OpKind::AllReduceMax &&
          op.attrs().getInts(sizes).empty();
 }
 
@@ -239,6 +240,20 @@ LogicalResult kernelAllReduce(const KernelArgs &args) {
                                          args.in[0].data, args.out.data,
                                          args.out.size(), args.out.dtype(),
                                          error),
+                    error);
+}
+
+// x -> the maximum of x over the axis group (same shape): partial maxima
+// made whole.
+LogicalResult kernelAllReduceMax(const KernelArgs &args) {
+  if (!prepare(args, true))
+    return failure();
+  std::string error;
+  return commResult(args,
+                    args.comm->allReduceMax(args.op.attrs().getString("axis"),
+                                            args.in[0].data, args.out.data,
+                                            args.out.size(), args.out.dtype(),
+                                            error),
                     error);
 }
 

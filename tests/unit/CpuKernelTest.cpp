@@ -171,6 +171,38 @@ bool buildCase(OpKind kind, OpCase &c) {
     result = c.op(kind, {c.x("q", {2, 2, 5, 4}), c.x("k", {2, 2, 5, 4}),
                          c.x("v", {2, 2, 5, 4})});
     break;
+  case OpKind::SumExp: {
+    Value *x = c.x("x", {2, 3, 5});
+    Value *m = c.op(OpKind::Max, {x}, {{"axes", std::vector<int64_t>{-1}}});
+    result = c.op(kind, {x, m});
+    break;
+  }
+  case OpKind::ClassLogit:
+    result = c.op(kind, {c.x("logits", {2, 3, 5}), c.ids("t", {2, 3})});
+    break;
+  case OpKind::CrossEntropyGradStats: {
+    // Classes 2..4 of 5 (part 1 of [2, 3]): targets below 2 are elsewhere.
+    Value *logits = c.x("logits", {2, 3, 3});
+    Value *m = c.op(OpKind::Max, {logits}, {{"axes", std::vector<int64_t>{-1}}});
+    Value *s = c.op(OpKind::SumExp, {logits, m});
+    result = c.op(kind, {c.x("dy", {}), logits, m, s, c.ids("t", {2, 3})},
+                  {{"axis", std::string("tp")},
+                   {"sizes", std::vector<int64_t>{2, 3}},
+                   {"part", int64_t(1)}});
+    break;
+  }
+  case OpKind::EmbeddingPart:
+    result = c.op(kind, {c.x("table", {3, 4}), c.ids("ids", {2, 7})},
+                  {{"axis", std::string("tp")},
+                   {"sizes", std::vector<int64_t>{2, 3}},
+                   {"part", int64_t(1)}});
+    break;
+  case OpKind::EmbeddingGradPart:
+    result = c.op(kind, {c.x("dy", {2, 7, 4}), c.ids("ids", {2, 7})},
+                  {{"axis", std::string("tp")},
+                   {"sizes", std::vector<int64_t>{3, 2}},
+                   {"part", int64_t(0)}});
+    break;
   default:
     return false;
   }

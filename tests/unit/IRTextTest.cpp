@@ -119,6 +119,24 @@ struct AllOpsModule {
          {{"axes", std::vector<int64_t>{0, 2}}, {"keepdims", true}});
     make(b, OpKind::CausalMaskGrad, {scores});
     make(b, OpKind::CrossEntropyGrad, {loss, att, ids});
+    // Tensor parallelism over a vocabulary.
+    Value *rowMax =
+        make(b, OpKind::Max, {att}, {{"axes", std::vector<int64_t>{-1}}});
+    Value *rowSum = make(b, OpKind::SumExp, {att, rowMax});
+    make(b, OpKind::ClassLogit, {att, ids});
+    make(b, OpKind::CrossEntropyGradStats, {loss, att, rowMax, rowSum, ids},
+         {{"axis", std::string("tp")},
+          {"sizes", std::vector<int64_t>{4, 4}},
+          {"part", int64_t(-1)}});
+    Attrs part{{"axis", std::string("tp")},
+               {"sizes", std::vector<int64_t>{6, 4}},
+               {"part", int64_t(1)}};
+    Value *rows = make(b, OpKind::Slice, {table},
+                       {{"axis", int64_t(0)}, {"start", int64_t(6)},
+                        {"end", int64_t(10)}});
+    make(b, OpKind::EmbeddingPart, {rows, ids}, part);
+    make(b, OpKind::EmbeddingGradPart, {att, ids}, part);
+    make(b, OpKind::AllReduceMax, {rowMax}, {{"axis", std::string("tp")}});
     b.setScope("");
     // Op kinds added to the table after this list was written (for example
     // the internal ops of passes) are built from whatever operands and

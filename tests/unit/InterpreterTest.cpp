@@ -419,8 +419,47 @@ TEST_CASE("interp: every op kind is evaluated") {
       {OpKind::Cos, unary(OpKind::Cos)},
       {OpKind::Minimum, binary(OpKind::Minimum)},
       {OpKind::Maximum, binary(OpKind::Maximum)},
+      // Tensor parallelism over a vocabulary (values checked in
+      // VocabOpsTest.cpp).
+      {OpKind::SumExp,
+       [](InterpFixture &f) {
+         return f.op(OpKind::SumExp, {f.randomInput("x", {2, 3}, 1),
+                                      f.randomInput("m", {2}, 2)});
+       }},
+      {OpKind::ClassLogit,
+       [](InterpFixture &f) {
+         return f.op(OpKind::ClassLogit, {f.randomInput("l", {2, 3}, 1),
+                                          f.input("y", i32({2}), {2, 0})});
+       }},
+      {OpKind::CrossEntropyGradStats,
+       [](InterpFixture &f) {
+         return f.op(OpKind::CrossEntropyGradStats,
+                     {f.randomInput("dy", {}, 3), f.randomInput("l", {2, 3}, 1),
+                      f.randomInput("m", {2}, 2), f.input("s", f64({2}), {2, 3}),
+                      f.input("y", i32({2}), {2, 0})});
+       }},
+      {OpKind::EmbeddingPart,
+       [](InterpFixture &f) {
+         return f.op(OpKind::EmbeddingPart,
+                     {f.randomInput("table", {2, 3}, 1),
+                      f.input("ids", i32({2}), {3, 0})},
+                     {{"axis", std::string("tp")},
+                      {"sizes", std::vector<int64_t>{2, 2}},
+                      {"part", int64_t(1)}});
+       }},
+      {OpKind::EmbeddingGradPart,
+       [](InterpFixture &f) {
+         return f.op(OpKind::EmbeddingGradPart,
+                     {f.randomInput("dy", {2, 3}, 1),
+                      f.input("ids", i32({2}), {3, 0})},
+                     {{"axis", std::string("tp")},
+                      {"sizes", std::vector<int64_t>{2, 2}},
+                      {"part", int64_t(0)}});
+       }},
       // Communication ops in a logical module change placements, not values.
       {OpKind::AllReduce, unary(OpKind::AllReduce, {{"axis", std::string("dp")}})},
+      {OpKind::AllReduceMax,
+       unary(OpKind::AllReduceMax, {{"axis", std::string("tp")}})},
       {OpKind::ReduceScatter,
        unary(OpKind::ReduceScatter,
              {{"axis", std::string("dp")}, {"dim", int64_t(0)}})},

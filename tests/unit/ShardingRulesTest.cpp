@@ -15,6 +15,7 @@
 #include <cmath>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -275,6 +276,21 @@ std::vector<CaseDef> caseDefs() {
     c.make(OpKind::CrossEntropyGrad,
            {c.rand({}), c.rand({5, 6}), c.ids({5}, 6)});
   });
+  add("sum_exp", [](Case &c) {
+    c.make(OpKind::SumExp, {c.rand({4, 5, 6}), c.rand({4, 5})});
+  });
+  add("class_logit", [](Case &c) {
+    c.make(OpKind::ClassLogit, {c.rand({4, 5, 7}), c.ids({4, 5}, 7)});
+  });
+  add("cross_entropy_grad_stats", [](Case &c) {
+    c.make(OpKind::CrossEntropyGradStats,
+           {c.rand({}), c.rand({5, 7}), c.rand({5}), c.positive({5}),
+            c.ids({5}, 7)});
+  });
+  add("max i64", [](Case &c) {
+    c.make(OpKind::Max, {c.intsIn({5, 4}, -50, 50)},
+           {{"axes", Ints{1}}, {"keepdims", false}});
+  });
   add("mse", [](Case &c) {
     c.make(OpKind::Mse, {c.rand({5, 4}), c.rand({5, 4})});
   });
@@ -355,6 +371,21 @@ std::vector<HostTensor> partialParts(const HostTensor &t, int64_t n,
   return parts;
 }
 
+// Partial maxima of `t` over `n` devices: device 0 holds `t`, the others
+// values below it (at most the same), so the maximum over devices is `t`.
+std::vector<HostTensor> partialMaxParts(const HostTensor &t, int64_t n,
+                                        uint64_t stream) {
+  std::vector<HostTensor> parts(n, t);
+  for (int64_t k = 1; k < n; ++k)
+    for (size_t i = 0; i < t.data.size(); ++i) {
+      double r = 3 * uniform01(77, stream + k, i);
+      if (isInteger(t.type.dtype))
+        r = std::round(r);
+      parts[k].data[i] -= r;
+    }
+  return parts;
+}
+
 // Whether `actual` equals `expected` to a relative 1e-9; the first
 // difference in `why`.
 bool close(const HostTensor &actual, const HostTensor &expected,
@@ -415,7 +446,10 @@ bool checkSignature(Case &c, const MeshAxis &axis, const ShardingSignature &sig,
   // Partial parts of each partial operand, drawn once for all devices.
   std::vector<std::vector<HostTensor>> partials(op.numOperands());
   for (unsigned i = 0; i < op.numOperands(); ++i)
-    if (sig.operands[i].isPartial())
+    if (sig.operands[i].isPartialMax())
+      partials[i] = partialMaxParts(c.args.at(op.operand(i)->name()),
+                                    axis.size, hashName(c.name) + 17 * i);
+    else if (sig.operands[i].isPartial())
       partials[i] = partialParts(c.args.at(op.operand(i)->name()), axis.size,
                                  hashName(c.name) + 17 * i);
 
@@ -454,7 +488,13 @@ bool checkSignature(Case &c, const MeshAxis &axis, const ShardingSignature &sig,
       scale = static_cast<double>(
                   localTypes[sig.scaleOperand].shape[sig.scaleDim]) /
               op.operand(sig.scaleOperand)->type().shape[sig.scaleDim];
-    ValueOrError r = localizeOp(b, op, operands, localResult, scale);
+    // An op on a part of the dimension its ids index is told the part (the
+    // interpreter has no device to ask).
+    std::optional<passes::IndexPart> index;
+    if (std::optional<int64_t> n = passes::indexedSplit(op, sig))
+      index = passes::IndexPart{axis.name, splitSizes(*n, axis), k};
+    ValueOrError r = localizeOp(b, op, operands, localResult, scale,
+                                index ? &*index : nullptr);
     if (!r.ok()) {
       why = "device " + std::to_string(k) + ": " + r.error;
       return false;
@@ -464,6 +504,13 @@ bool checkSignature(Case &c, const MeshAxis &axis, const ShardingSignature &sig,
 
   if (sig.result.isSplit())
     return close(concatDim(results, sig.result.dim), expected, why);
+  if (sig.result.isPartialMax()) {
+    HostTensor max = results[0];
+    for (size_t k = 1; k < results.size(); ++k)
+      for (size_t i = 0; i < max.data.size(); ++i)
+        max.data[i] = std::max(max.data[i], results[k].data[i]);
+    return close(max, expected, why);
+  }
   if (sig.result.isPartial()) {
     HostTensor sum = results[0];
     for (size_t k = 1; k < results.size(); ++k)
@@ -514,8 +561,14 @@ TEST_CASE("sharding rules: every listed signature computes the logical op") {
       }
     }
   }
+  // Communication and the ops that only localizeOp makes (device versions)
+  // have no rule to check.
+  auto deviceOnly = [](OpKind k) {
+    return k == OpKind::LocalSplit || k == OpKind::EmbeddingPart ||
+           k == OpKind::EmbeddingGradPart;
+  };
   for (const OpInfo &info : allOpInfos())
-    if (!info.has(kCollective) && info.kind != OpKind::LocalSplit) {
+    if (!info.has(kCollective) && !deviceOnly(info.kind)) {
       INFO("op kind without a case: " << info.name.str());
       CHECK(covered.count(info.kind) == 1);
     }
@@ -648,9 +701,11 @@ TEST_CASE("sharding rules: partial sums only through linear ops") {
   CHECK(mean.sigs(kTwo) == Strings{"(S0) -> S0",
                                    "(S1) -> P scale operand 0 dim 1",
                                    "(P) -> P", "(R) -> R"});
+  // The maximum over a split dimension leaves partial maxima, never sums.
   OneOp max(OpKind::Max, {f32({4, 6})},
             {{"axes", Ints{1}}, {"keepdims", true}});
-  CHECK(max.sigs(kTwo) == Strings{"(S0) -> S0", "(R) -> R"});
+  CHECK(max.sigs(kTwo) == Strings{"(S0) -> S0", "(S1) -> Pmax",
+                                  "(Pmax) -> Pmax", "(R) -> R"});
   OneOp dropout(OpKind::Dropout, {f32({4, 6})},
                 {{"p", 0.5}, {"seed", int64_t(1)}});
   CHECK(dropout.sigs(kTwo) == Strings{"(R) -> R"});
@@ -666,9 +721,10 @@ TEST_CASE("sharding rules: partial sums only through linear ops") {
   CHECK(ce.sigs(kTwo) ==
         Strings{"(S0, S0) -> P scale operand 1 dim 0", "(R, R) -> R"});
   OneOp emb(OpKind::Embedding, {f32({10, 4}), TensorType(DType::I32, {6})});
-  // No vocabulary split (S0 of the table).
+  // A vocabulary split (S0 of the table) gives partial sums.
   CHECK(emb.sigs(kTwo) == Strings{"(R, S0) -> S0", "(S1, R) -> S1",
-                                  "(P, R) -> P", "(R, R) -> R"});
+                                  "(S0, R) -> P", "(P, R) -> P",
+                                  "(R, R) -> R"});
 }
 
 TEST_CASE("sharding rules: localizeOp rewrites shapes, scales, keeps place") {
