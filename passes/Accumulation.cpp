@@ -134,8 +134,12 @@ private:
         continue;
       if (micro && reductionSet_.contains(op)) {
         diag_.error(op->loc(),
-                    "accumulation: the micro-batch uses " + describe(v) +
-                        ", which needs the whole batch");
+                    "accumulation: the micro-batch needs " +
+                        op->name().str() + " on axis dp of " +
+                        describe(op->operand(0)) +
+                        ", a sum over the whole batch; gradient "
+                        "accumulation needs every micro-batch to be "
+                        "computed on its own");
         return failure();
       }
       if (!micro && !reductionSet_.contains(op) && batch_.contains(v)) {

@@ -186,7 +186,6 @@ MeshRunner::create(MeshStep step, const backend::cpu::MeshOptions &options,
       s.mesh, s.step.perDevice(), options, diag);
   if (!r->executor_)
     return nullptr;
-  r->executor_->setTraceOrigin(r->origin_);
   if (s.accumulate <= 1)
     return r;
   // Micro-batches whose devices run the same programs share an executor.
@@ -208,7 +207,6 @@ MeshRunner::create(MeshStep step, const backend::cpu::MeshOptions &options,
           backend::cpu::MeshExecutor::create(s.mesh, exes, options, diag);
       if (!e)
         return nullptr;
-      e->setTraceOrigin(r->origin_);
       r->microExecutors_.push_back(std::move(e));
     }
     r->microExecutorOf_.push_back(it->second);
@@ -374,6 +372,14 @@ MeshRunner::run(const backend::cpu::NamedTensors &arguments,
                 DiagnosticEngine &diag) {
   const MeshStep &s = step_;
   int64_t n = s.mesh.numDevices();
+  if (options_.trace && !traceStarted_) {
+    // One timeline for every executor, from the first step.
+    origin_ = std::chrono::steady_clock::now();
+    executor_->setTraceOrigin(origin_);
+    for (auto &e : microExecutors_)
+      e->setTraceOrigin(origin_);
+    traceStarted_ = true;
+  }
   backend::cpu::RunResult out;
   std::vector<backend::cpu::NamedTensors> parts(n);
   if (s.accumulate > 1) {

@@ -118,8 +118,8 @@ private:
   std::vector<std::unique_ptr<backend::cpu::MeshExecutor>> microExecutors_;
   std::vector<size_t> microExecutorOf_;
   std::vector<backend::cpu::TraceEvent> trace_;
-  std::chrono::steady_clock::time_point origin_ =
-      std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point origin_;
+  bool traceStarted_ = false;
 };
 
 } // namespace mgc::session

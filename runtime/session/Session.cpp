@@ -148,7 +148,7 @@ Session::create(const std::string &path, const SessionOptions &options) {
         !options.mesh.empty() || options.zero != 0 ||
         options.accumulate != 1) {
       diag.error("'" + path +
-                 "' is a compiled executable: defines, training settings "
+                 "' is a compiled executable: defines, training settings, "
                  "meshes and accumulation apply to model files (.mg) only");
       return c.status();
     }

@@ -8,7 +8,8 @@
 // initialisation the gradients of the attention's q and k matrices are so
 // small that rounding differences of 1e-7 in them become 1e-5 in the step.
 // Every strategy: data parallel on 2, 4 and 8 devices, tensor parallel on
-// 2 and 4, both on 2 x 2, ZeRO 1 and 2, and devices of different speed.
+// 2 and 4, both on 2 x 2, ZeRO 1 and 2, devices of different speed, and
+// gradient accumulation with each of them.
 #include <mgc/Session.h>
 
 #include <doctest/doctest.h>
@@ -68,10 +69,21 @@ const Case kGpt{"gpt.mg",
                  {"B", "8"}},
                 64,
                 1e-4};
+// Accumulation splits the batch further: a batch (B) that differs from the
+// context (T), so that only the token inputs count as batched.
+const Case kGptAcc{"gpt.mg",
+                   {{"V", "64"}, {"T", "8"}, {"D", "32"}, {"H", "4"},
+                    {"L", "2"}, {"B", "16"}},
+                   64,
+                   1e-4};
+const Case kMlp18{
+    "mlp.mg", {{"B", "18"}, {"D", "12"}, {"H", "24"}, {"C", "5"}}, 5, 1e-5};
 
 void checkMeshMatchesSingle(const Case &c, const std::string &mesh,
-                            int zero = 0, int steps = 4) {
-  INFO("model " << std::string(c.model) << " on mesh " << mesh << ", zero " << zero);
+                            int zero = 0, int accumulate = 1,
+                            int steps = 4) {
+  INFO("model " << std::string(c.model) << " on mesh " << mesh << ", zero "
+                << zero << ", accumulate " << accumulate);
   SessionOptions options;
   options.defines = c.defines;
   options.seed = 7;
@@ -80,6 +92,7 @@ void checkMeshMatchesSingle(const Case &c, const std::string &mesh,
   REQUIRE_MESSAGE(single, single.status().message());
   options.mesh = mesh;
   options.zero = zero;
+  options.accumulate = accumulate;
   auto meshed = Session::create(sample(c.model), options);
   REQUIRE_MESSAGE(meshed, meshed.status().message());
   std::mt19937 rng(11);
@@ -143,4 +156,21 @@ TEST_CASE("mesh equivalence: data and tensor parallel") {
   checkMeshMatchesSingle(kGpt, "dp=2,tp=2", 1);
   checkMeshMatchesSingle(kGpt, "dp=2[3,1],tp=2", 2);
   checkMeshMatchesSingle(kMlp, "dp=2,tp=2", 2);
+}
+
+TEST_CASE("mesh equivalence: gradient accumulation") {
+  checkMeshMatchesSingle(kMlp, "", 0, 4);
+  checkMeshMatchesSingle(kMlp, "dp=2", 0, 2);
+  checkMeshMatchesSingle(kMlp, "dp=2[3,1]", 0, 2);
+  checkMeshMatchesSingle(kMlp, "dp=2", 1, 2);
+  checkMeshMatchesSingle(kMlp, "dp=2", 2, 4);
+  checkMeshMatchesSingle(kMlp, "tp=2", 0, 2);
+  // Micro-batches of different sizes (6, 6, 6 and 2, 2, 2 examples): each
+  // micro-batch has its own programs.
+  checkMeshMatchesSingle(kMlp18, "dp=2[3,1]", 0, 3);
+  checkMeshMatchesSingle(kGptAcc, "", 0, 4);
+  checkMeshMatchesSingle(kGptAcc, "dp=2", 0, 2);
+  checkMeshMatchesSingle(kGptAcc, "tp=2", 0, 2);
+  checkMeshMatchesSingle(kGptAcc, "dp=2,tp=2", 1, 2);
+  checkMeshMatchesSingle(kGptAcc, "dp=2,tp=2", 2, 4);
 }
