@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# The GPU check, in two halves.
+#
+#   scripts/gpu-check.sh          here (no GPU needed): builds mgc with the
+#                                 CUDA backend for sm_90 into build-gpu/ and
+#                                 bundles what the GPU machine needs into
+#                                 gpu-bundle/ (git-ignored): the stripped
+#                                 mgc and mgc_unit_tests, and any shared
+#                                 library they use that is neither a system
+#                                 one nor CUDA's.
+#   scripts/gpu-check.sh --run    on the GPU machine, from the repository
+#                                 root with gpu-bundle/ beside it: runs
+#                                 1. every CUDA kernel against the CPU one
+#                                    (mgc_unit_tests -tc='cuda*');
+#                                 2. a few training steps of each sample on
+#                                    CUDA and on the CPU, losses compared;
+#                                 3. the benchmarks: GPT-2 124M (B=16,
+#                                    T=1024) and the 8 x 4096 MLP (B=16384),
+#                                    bf16, mgc against PyTorch
+#                                    (bench/torch_reference.py) in the same
+#                                    run;
+#                                 and ends with a table. Also writes it all
+#                                 to $OUT/gpu-check.txt when OUT is set.
+# Environment: GPU_CHECK_STEPS (benchmark steps, default 20), CUDA_ARCH
+# (default 90), MGC_GPU_BUILD_DIR (default build-gpu).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bundle=$root/gpu-bundle
+
+build_and_bundle() {
+  set -e
+  local build=${MGC_GPU_BUILD_DIR:-$root/build-gpu}
+  "$root/scripts/install-deps.sh"
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DMGC_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90}" >/dev/null
+  cmake --build "$build" --target mgc mgc_unit_tests -- ${MGC_NINJA_FLAGS:-}
+  rm -rf "$bundle"
+  mkdir -p "$bundle/lib"
+  for exe in "$build/tools/mgc/mgc" "$build/tests/mgc_unit_tests"; do
+    strip -o "$bundle/$(basename "$exe")" "$exe"
+    # Libraries from elsewhere than the system folders and CUDA's travel
+    # along; the binaries find them through LD_LIBRARY_PATH in --run.
+    ldd "$exe" | awk '/=> \// {print $3}' | while read -r lib; do
+      case "$lib" in
+      /lib/* | /usr/lib/* | /usr/local/cuda*) ;;
+      *) cp -L "$lib" "$bundle/lib/" ;;
+      esac
+    done
+  done
+  du -sh "$bundle"
+  echo "bundled; on the GPU machine run: scripts/gpu-check.sh --run" \
+    "(carry gpu-bundle)"
+}
+
+# --- on the GPU machine -----------------------------------------------------
+
+log() { echo "$@" | tee -a "$report"; }
+
+# The mean step time in ms of a --log-json file, skipping the first
+# `skip` steps (allocation, cuBLASLt heuristics, graph capture).
+mean_ms() {
+  python3 - "$1" "$2" <<'EOF'
+import json, sys
+steps = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+skip = int(sys.argv[2])
+times = [s["step_time"] for s in steps[skip:]]
+print("%.2f" % (1e3 * sum(times) / len(times)) if times else "-")
+EOF
+}
+
+# Largest relative difference of the per-step losses of two --log-json files.
+loss_diff() {
+  python3 - "$1" "$2" <<'EOF'
+import json, sys
+a, b = ([json.loads(l)["loss"] for l in open(p) if l.strip()] for p in sys.argv[1:3])
+if len(a) != len(b) or not a:
+    print("missing")
+else:
+    print("%.2e" % max(abs(x - y) / max(abs(x), 1e-12) for x, y in zip(a, b)))
+EOF
+}
+
+rows=()
+row() { rows+=("$(printf '%-44s %s' "$1" "$2")"); log "   -> $1: $2"; }
+
+run_checks() {
+  report=${OUT:-/tmp}/gpu-check.txt
+  : > "$report"
+  export LD_LIBRARY_PATH="$bundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+  local mgc=$bundle/mgc steps=${GPU_CHECK_STEPS:-20} work
+  work=$(mktemp -d)
+  if [ ! -x "$mgc" ]; then
+    echo "gpu-check: no $mgc: run scripts/gpu-check.sh here first and carry gpu-bundle"
+    exit 2
+  fi
+  log "== device"
+  nvidia-smi -L 2>&1 | tee -a "$report"
+
+  log "== 1. every CUDA kernel against the CPU (mgc_unit_tests -tc='cuda*')"
+  timeout 300 "$bundle/mgc_unit_tests" -tc='cuda*' 2>&1 | tail -n 25 | tee -a "$report"
+  row "kernels: CUDA vs CPU (unit tests)" \
+    "$(grep -E '^\[doctest\] assertions' "$report" | tail -n 1 | sed 's/\[doctest\] //')"
+
+  log "== 2. training steps, CUDA against the CPU"
+  local args
+  for name in mlp gpt; do
+    case $name in
+    mlp) args=(samples/mlp.mg -D B=64) ;;
+    gpt) args=(samples/gpt.mg -D V=256 -D T=64 -D D=128 -D H=4 -D L=2 -D B=8) ;;
+    esac
+    for precision in fp32 bf16; do
+      for backend in cpu cuda; do
+        timeout 120 "$mgc" run "${args[@]}" --steps 10 --backend $backend \
+          --precision $precision --log-json "$work/$name-$precision-$backend.json" \
+          > "$work/out.txt" 2>&1 || tail -n 3 "$work/out.txt" | tee -a "$report"
+      done
+      row "train $name $precision: largest loss difference" \
+        "$(loss_diff "$work/$name-$precision-cpu.json" "$work/$name-$precision-cuda.json" 2>/dev/null || echo failed)"
+    done
+  done
+
+  log "== 3. benchmarks ($steps steps, mean over all but the first 3)"
+  for name in gpt124 mlp8; do
+    case $name in
+    gpt124) args=(samples/gpt.mg -D B=16) ;;
+    mlp8) args=(bench/mlp8.mg) ;;
+    esac
+    for graph in "" "--cuda-graph"; do
+      local tag="$name bf16${graph:+ cuda-graph}"
+      if timeout 300 "$mgc" run "${args[@]}" --backend cuda --precision bf16 $graph \
+        --steps "$steps" --log-json "$work/bench.json" > "$work/out.txt" 2>&1; then
+        local ms
+        ms=$(mean_ms "$work/bench.json" 3)
+        if [ "$name" = gpt124 ]; then
+          # nanoGPT's estimate for 124,466,688 weights: (6 N + 12 L T D) per token.
+          row "mgc $tag" "$(python3 -c "ms=$ms; t=16*1024; f=(6*124466688+12*12*1024*768)*t; print('%.2f ms/step, %.1fk tok/s, %.1f TFLOP/s' % (ms, t/ms, f/ms/1e9))")"
+        else
+          row "mgc $tag" "$(python3 -c "ms=$ms; f=6*16384*8*4096*4096; print('%.2f ms/step, %.1f TFLOP/s' % (ms, f/ms/1e9))")"
+        fi
+      else
+        row "mgc $tag" "failed: $(tail -n 1 "$work/out.txt")"
+      fi
+    done
+  done
+  timeout 400 python3 "$root/bench/torch_reference.py" all --steps "$steps" 2>&1 |
+    tee "$work/torch.txt" | tee -a "$report"
+  while read -r line; do
+    case "$line" in
+    "torch gpt"* | "torch mlp8"*) row "${line%%:*}" "${line#*: }" ;;
+    esac
+  done < "$work/torch.txt"
+
+  log ""
+  log "== summary"
+  for r in "${rows[@]}"; do log "$r"; done
+  rm -rf "$work"
+}
+
+case "${1:-}" in
+--run) run_checks ;;
+"") build_and_bundle ;;
+*) echo "usage: scripts/gpu-check.sh [--run]" >&2; exit 2 ;;
+esac
