@@ -4,7 +4,8 @@
 # partition plan on a dp=2 x tp=4 mesh; then train a tiny GPT on a bundled
 # text file with `mgc run` on four simulated devices (data and tensor
 # parallel, dp=2 x tp=2): first 20 steps checked step by step against the
-# same training on one device, then 300 steps, watching the loss fall.
+# same training on one device, again with gradient accumulation, then 300
+# steps, watching the loss fall.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${MGC_BUILD_DIR:-$root/build}
@@ -28,6 +29,10 @@ echo "== mgc run samples/gpt.mg (a tiny GPT: V=256 T=16 D=32 H=2 L=2 B=4) on a d
 echo "   20 steps checked against one device (--check-single)"
 "$mgc" run "$root/samples/gpt.mg" "${tiny[@]}" --steps 20 --lr 1e-2 --log-every 10 \
   --text "$root/samples/data/rhymes.txt" --mesh dp=2,tp=2 --check-single
+echo "== the same 20 steps with each batch run as 2 micro-batches per device (gradient"
+echo "   accumulation: --accumulate 2), checked against one device without it"
+"$mgc" run "$root/samples/gpt.mg" "${tiny[@]}" --steps 20 --lr 1e-2 --log-every 10 \
+  --text "$root/samples/data/rhymes.txt" --mesh dp=2,tp=2 --accumulate 2 --check-single
 echo "== the same on samples/data/rhymes.txt for 300 steps on the mesh"
 "$mgc" run "$root/samples/gpt.mg" "${tiny[@]}" --steps 300 --lr 1e-2 --log-every 50 \
   --text "$root/samples/data/rhymes.txt" --mesh dp=2,tp=2 --save "$build/gpt-tiny.ckpt"
