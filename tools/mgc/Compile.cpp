@@ -127,8 +127,8 @@ static int compileForMesh(const ir::Module &module, const MeshChoice &mesh,
   std::string text;
   llvm::raw_string_ostream os(text);
   auto report = [&](const session::MeshPart &part, const std::string &title) {
-    if (accumulate)
-      os << llvm::StringRef(title).drop_front(3);
+    if (!title.empty())
+      os << (emit == "dot" ? title : llvm::StringRef(title).drop_front(3));
     const ir::Module &logical = step->logicalOf(part);
     if (emit == "dot") {
       backend::printPlanDot(logical, part.programs, os);
@@ -151,13 +151,17 @@ static int compileForMesh(const ir::Module &module, const MeshChoice &mesh,
     report(step->micro, microTitle);
     os << "\n";
     report(step->step, applyTitle);
+  } else if (emit == "plan-json") {
+    // One document: the two reports under "micro" and "apply".
+    os << "{\"accumulate\": " << k << ", \"micro\": ";
+    report(step->micro, "");
+    os << ", \"apply\": ";
+    report(step->step, "");
+    os << "}\n";
   } else {
-    // One JSON document or one Graphviz file: the parts one after the
-    // other would be two.
-    llvm::errs() << "mgc compile: error: --emit=" << emit
-                 << " does not show an accumulated step yet (use "
-                    "--emit=plan, ir or device-ir)\n";
-    return kUsageError;
+    // Two graphs in one file; Graphviz draws each.
+    report(step->micro, microTitle);
+    report(step->step, applyTitle);
   }
   return emitText(os.str(), args, diag);
 }
