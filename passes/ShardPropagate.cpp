@@ -80,7 +80,8 @@ public:
       if (failed(placed))
         return failure();
     }
-    if (failed(placeUpdates()) || failed(placeOutputs()))
+    if (failed(placeUpdates()) || failed(placeOutputs()) ||
+        failed(reduceOperandsInstead()))
       return failure();
     splitAtSource();
     return success();
@@ -263,6 +264,16 @@ private:
   Value *resharded(Value *v, const Sharding &to) {
     if (v->sharding() == to)
       return v;
+    // Partial maxima are made whole once (all_reduce_max), and every other
+    // placement is made from that whole value.
+    Sharding whole = v->sharding();
+    for (const Sharding::Entry &e : v->sharding().entries())
+      if (e.placement.isPartialMax() && to.get(e.axis) != e.placement)
+        whole.set(e.axis, Placement::replicate());
+    if (whole != v->sharding() && whole != to) {
+      Value *w = resharded(v, whole);
+      return w ? resharded(w, to) : nullptr;
+    }
     auto key = std::make_pair(v, to.str());
     auto found = cache_.find(key);
     if (found != cache_.end())
@@ -297,6 +308,85 @@ private:
       if (!v)
         return failure();
       u.value = v;
+    }
+    return success();
+  }
+
+  // A reduce-scatter of partial sums that an op passed through from its
+  // operands into rows it indexes (embedding_grad scattering the partial
+  // gradient of the positions into a partial table) is replaced by
+  // all-reducing those operands and the op making only its own rows
+  // (embedding_grad_part), when that sends fewer bytes: the walk keeps sums
+  // partial while that is free, and only sees the reduction when a later op
+  // needs it, by which time a batch of positions has become a vocabulary of
+  // rows. (Only ops on a part of an indexed dimension: the same trade for
+  // any op would also move the reductions of other plans.)
+  LogicalResult reduceOperandsInstead() {
+    llvm::DenseMap<const Value *, unsigned> uses = g_.useCounts();
+    for (auto it = g_.ops().begin(); it != g_.ops().end();) {
+      ir::Op &scatter = **it;
+      auto next = std::next(it);
+      if (scatter.kind() != ir::OpKind::ReduceScatter) {
+        it = next;
+        continue;
+      }
+      Value *v = scatter.operand(0);
+      ir::Op *src = v->definingOp();
+      const ir::MeshAxis *axis =
+          mesh_.findAxis(scatter.attrs().getString("axis"));
+      if (!src || !axis || uses[v] != 1 || src->info().has(ir::kCollective) ||
+          src->kind() == ir::OpKind::LocalSplit) {
+        it = next;
+        continue;
+      }
+      // The op's operands with their partial sums on the axis made whole.
+      llvm::SmallVector<Placement, 3> operands;
+      double reduceBytes = 0;
+      for (Value *o : src->operands()) {
+        Placement p = o->sharding().get(axis->name);
+        if (p.isPartialSum()) {
+          reduceBytes += axisReshardBytes(p, Placement::replicate(), *axis,
+                                          localBytes(o, o->sharding()));
+          p = Placement::replicate();
+        }
+        operands.push_back(p);
+      }
+      Placement want = scatter.result()->sharding().get(axis->name);
+      double scatterBytes =
+          axisReshardBytes(v->sharding().get(axis->name), want, *axis,
+                           localBytes(v, v->sharding()));
+      std::optional<ShardingSignature> direct =
+          reduceBytes > 0 && reduceBytes < scatterBytes
+              ? signatureFor(*src, *axis, operands, want)
+              : std::nullopt;
+      if (!direct || !indexedSplit(*src, *direct)) {
+        it = next;
+        continue;
+      }
+      auto at = llvm::find_if(g_.ops(), [&](const std::unique_ptr<ir::Op> &o) {
+        return o.get() == src;
+      });
+      b_.setInsertionPoint(at);
+      b_.setLoc(src->loc());
+      b_.setScope(src->scope());
+      for (unsigned i = 0; i < src->numOperands(); ++i) {
+        Value *o = src->operand(i);
+        if (!o->sharding().get(axis->name).isPartialSum())
+          continue;
+        // Not from the cache: a cached copy may have been made after `src`.
+        std::string error;
+        Value *whole = reshard(
+            b_, o, withAxis(o->sharding(), axis->name, Placement::replicate()),
+            mesh_, error);
+        if (!whole) {
+          diag_.error(src->loc(), "shard: " + error);
+          return failure();
+        }
+        src->setOperand(i, whole);
+      }
+      src->result()->setSharding(scatter.result()->sharding());
+      g_.replaceAllUsesWith(scatter.result(), src->result());
+      it = g_.erase(it);
     }
     return success();
   }

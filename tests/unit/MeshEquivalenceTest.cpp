@@ -8,16 +8,22 @@
 // initialisation the gradients of the attention's q and k matrices are so
 // small that rounding differences of 1e-7 in them become 1e-5 in the step.
 // Every strategy: data parallel on 2, 4 and 8 devices, tensor parallel on
-// 2 and 4, both on 2 x 2, ZeRO 1 and 2, devices of different speed, and
-// gradient accumulation with each of them.
+// 2 and 4, both on 2 x 2, ZeRO 1 and 2, devices of different speed,
+// gradient accumulation with each of them, and the vocabulary-parallel
+// embedding and loss of a table split by rows.
 #include <mgc/Session.h>
 
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -26,7 +32,32 @@ using namespace mgc;
 namespace {
 
 std::string sample(const char *name) {
+  if (name[0] == '/')
+    return name;
   return std::string(MGC_SOURCE_DIR) + "/samples/" + name;
+}
+
+// samples/gpt.mg with its embedding table (tied to the LM head) split by
+// vocabulary rows on tp: the vocabulary-parallel lookup, LM head and loss.
+const std::string &gptVocabSplit() {
+  static const std::string path = [] {
+    std::ifstream in(sample("gpt.mg"));
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string model = text.str();
+    const std::string anchor = "  param lnf_b: f32[D]  = zeros\n";
+    size_t at = model.find(anchor);
+    if (at == std::string::npos)
+      return std::string();
+    model.insert(at + anchor.size(), "  shard(wte, tp=S0)\n");
+    std::string file =
+        (std::filesystem::temp_directory_path() /
+         ("mgc-gpt-vocab-split-" + std::to_string(::getpid()) + ".mg"))
+            .string();
+    std::ofstream(file) << model;
+    return file;
+  }();
+  return path;
 }
 
 // Random batches for the model's inputs: floats normal, integers uniform in
@@ -76,6 +107,15 @@ const Case kGptAcc{"gpt.mg",
                     {"L", "2"}, {"B", "16"}},
                    64,
                    1e-4};
+// A vocabulary (65) that tp=2 and tp=4 split unevenly (33 + 32;
+// 17 + 16 + 16 + 16).
+Case gptVocab() {
+  return Case{gptVocabSplit().c_str(),
+              {{"V", "65"}, {"T", "8"}, {"D", "32"}, {"H", "4"}, {"L", "2"},
+               {"B", "8"}},
+              65,
+              1e-4};
+}
 const Case kMlp18{
     "mlp.mg", {{"B", "18"}, {"D", "12"}, {"H", "24"}, {"C", "5"}}, 5, 1e-5};
 
@@ -156,6 +196,19 @@ TEST_CASE("mesh equivalence: data and tensor parallel") {
   checkMeshMatchesSingle(kGpt, "dp=2,tp=2", 1);
   checkMeshMatchesSingle(kGpt, "dp=2[3,1],tp=2", 2);
   checkMeshMatchesSingle(kMlp, "dp=2,tp=2", 2);
+}
+
+TEST_CASE("mesh equivalence: vocabulary-parallel embedding, LM head and "
+          "loss") {
+  REQUIRE_MESSAGE(!gptVocabSplit().empty(),
+                  "samples/gpt.mg has no 'param lnf_b' line to add the hint "
+                  "after");
+  Case c = gptVocab();
+  checkMeshMatchesSingle(c, "tp=2");
+  checkMeshMatchesSingle(c, "tp=4");
+  checkMeshMatchesSingle(c, "dp=2,tp=2");
+  checkMeshMatchesSingle(c, "dp=2,tp=2", 1);
+  checkMeshMatchesSingle(c, "dp=2[3,1],tp=2", 2);
 }
 
 TEST_CASE("mesh equivalence: gradient accumulation") {

@@ -779,3 +779,95 @@ TEST_CASE("sharding rules: localizeOp rewrites shapes, scales, keeps place") {
   CHECK_FALSE(arity.ok());
   CHECK(arity.error.find("cannot localize mean") == 0);
 }
+
+TEST_CASE("sharding rules: vocabulary splits list their parts and run on "
+          "uneven ones") {
+  OneOp grad(OpKind::EmbeddingGrad, {f32({6, 4}), TensorType(DType::I32, {6})},
+             {{"rows", int64_t(10)}});
+  CHECK(listed(grad.sigs(kTwo), "(R, R) -> S0"));
+  OneOp logit(OpKind::ClassLogit,
+              {f32({4, 6, 10}), TensorType(DType::I32, {4, 6})});
+  CHECK(logit.sigs(kThree) == Strings{"(S0, S0) -> S0", "(S1, S1) -> S1",
+                                      "(S2, R) -> P", "(R, R) -> R"});
+  OneOp sumExp(OpKind::SumExp, {f32({4, 10}), f32({4})});
+  CHECK(sumExp.sigs(kTwo) ==
+        Strings{"(S0, S0) -> S0", "(S1, R) -> P", "(R, R) -> R"});
+  OneOp stats(OpKind::CrossEntropyGradStats,
+              {f32({}), f32({4, 10}), f32({4}), f32({4}),
+               TensorType(DType::I32, {4})});
+  CHECK(stats.sigs(kTwo) ==
+        Strings{"(R, S0, S0, S0, S0) -> S0 scale operand 4 dim 0",
+                "(R, S1, R, R, R) -> S1", "(P, R, R, R, R) -> P",
+                "(R, R, R, R, R) -> R"});
+
+  // 65 rows or classes on four devices: 17, 16, 16, 16.
+  const MeshAxis four{"tp", 4, {}};
+  std::vector<CaseDef> defs = {
+      {"embedding V=65",
+       [](Case &c) {
+         c.make(OpKind::Embedding, {c.rand({65, 3}), c.ids({4, 6}, 65)});
+       }},
+      {"embedding_grad V=65",
+       [](Case &c) {
+         c.make(OpKind::EmbeddingGrad, {c.rand({4, 6, 3}), c.ids({4, 6}, 65)},
+                {{"rows", int64_t(65)}});
+       }},
+      {"class_logit C=65",
+       [](Case &c) {
+         c.make(OpKind::ClassLogit, {c.rand({3, 65}), c.ids({3}, 65)});
+       }},
+      {"cross_entropy_grad_stats C=65", [](Case &c) {
+         c.make(OpKind::CrossEntropyGradStats,
+                {c.rand({}), c.rand({3, 65}), c.rand({3}), c.positive({3}),
+                 c.ids({3}, 65)});
+       }}};
+  for (const CaseDef &def : defs) {
+    auto c = std::make_unique<Case>();
+    c->name = def.name;
+    def.build(*c);
+    HostTensor expected = evalOut(c->module, c->op->result(), c->args);
+    bool splitsIndex = false;
+    for (const ShardingSignature &sig : legalSignatures(*c->op, four)) {
+      INFO(def.name << ", signature " << sigStr(sig));
+      splitsIndex |= passes::indexedSplit(*c->op, sig).has_value();
+      std::string why;
+      CHECK_MESSAGE(checkSignature(*c, four, sig, expected, why), why);
+    }
+    INFO(def.name);
+    CHECK(splitsIndex);
+  }
+}
+
+TEST_CASE("sharding rules: localizeOp gives ops on a part of an indexed "
+          "dimension their part") {
+  OneOp emb(OpKind::Embedding, {f32({65, 4}), TensorType(DType::I32, {6})});
+  Module local;
+  Builder b(local.graph());
+  Value *table = local.graph().addInput("table", f32({16, 4}));
+  Value *ids = local.graph().addInput("ids", TensorType(DType::I32, {6}));
+  passes::IndexPart part{"tp", {17, 16, 16, 16}, 2};
+  ValueOrError r = localizeOp(b, *emb.op, {table, ids}, f32({6, 4}), 1.0,
+                              &part);
+  INFO(r.error);
+  REQUIRE(r.ok());
+  const Op &made = *r.value->definingOp();
+  CHECK(made.kind() == OpKind::EmbeddingPart);
+  CHECK(made.attrs().getString("axis") == "tp");
+  CHECK(made.attrs().getInts("sizes") == Ints{17, 16, 16, 16});
+  CHECK(made.attrs().getInt("part") == 2);
+  // Without the part the same op on the local rows would read ids beyond
+  // them: the signature that splits the rows needs the part.
+  ShardingSignature rows;
+  rows.operands = {Placement::split(0), R()};
+  rows.result = Placement::partial();
+  CHECK(passes::indexedSplit(*emb.op, rows) == 65);
+  ShardingSignature columns;
+  columns.operands = {Placement::split(1), R()};
+  columns.result = Placement::split(1);
+  CHECK_FALSE(passes::indexedSplit(*emb.op, columns));
+  // An op that indexes nothing has no part to be given.
+  OneOp add(OpKind::Add, {f32({4}), f32({4})});
+  Value *a = local.graph().addInput("a", f32({4}));
+  ValueOrError bad = localizeOp(b, *add.op, {a, a}, f32({4}), 1.0, &part);
+  CHECK_FALSE(bad.ok());
+}
