@@ -18,12 +18,13 @@ namespace {
 constexpr llvm::StringLiteral kPrefix = "train.";
 
 // The settings the optimizer pass reads, and the other training settings it
-// accepts without reading (they belong to the training loop).
+// accepts without reading (they belong to the training loop, and precision
+// to the mixed-precision pass).
 constexpr llvm::StringLiteral kKnownSettings[] = {
     "optimizer",      "lr",    "momentum",     "beta1",
     "beta2",          "eps",   "weight_decay", "schedule",
     "warmup_steps",   "steps", "min_lr",       "clip_grad_norm",
-    "keep_gradients", "seed",
+    "keep_gradients", "seed",  "precision",
 };
 
 std::string attrName(llvm::StringRef key) { return (kPrefix + key).str(); }

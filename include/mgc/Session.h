@@ -122,6 +122,11 @@ struct SessionOptions {
   int accumulate = 1;
   // Record a timeline of every device's queues (see writeTrace).
   bool trace = false;
+  // Compute precision: "fp32", or "bf16" (bf16 matmuls and activations;
+  // parameters, optimizer state, norms and the loss stay f32; see
+  // docs/mixed-precision.md). Empty: the model file's train.precision,
+  // else fp32.
+  std::string precision;
 };
 
 struct StepResult {

@@ -22,7 +22,7 @@
 namespace mgc::session {
 
 inline constexpr const char *kMeshTrainingPipeline =
-    "autodiff,shard-strategy,optimizer,canonicalize,cse,dce,shard,bucket";
+    "mixed-precision,autodiff,shard-strategy,optimizer,canonicalize,cse,dce,shard,bucket";
 
 struct MeshConfig {
   ir::Mesh mesh;

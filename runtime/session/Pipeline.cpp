@@ -5,6 +5,7 @@
 #include "backend/cpu/Kernels.h"
 #include "ir/Printer.h"
 #include "ir/TextParser.h"
+#include "passes/MixedPrecision.h"
 #include "passes/Optimizer.h"
 #include "passes/PassManager.h"
 #include "runtime/Checkpoint.h"
@@ -43,6 +44,7 @@ constexpr Setting kSettings[] = {
     {"clip_grad_norm", SettingKind::Number},
     {"keep_gradients", SettingKind::Bool},
     {"seed", SettingKind::Integer},
+    {"precision", SettingKind::Word},
 };
 
 std::optional<double> parseNumber(const std::string &text) {
@@ -126,6 +128,18 @@ applyTrainOverrides(ir::Module &module,
   return ok ? success() : failure();
 }
 
+LogicalResult applyPrecision(ir::Module &module, const std::string &precision,
+                             DiagnosticEngine &diag) {
+  if (precision.empty())
+    return success();
+  if (!passes::parsePrecision(precision)) {
+    diag.error("unknown precision '" + precision + "': expected fp32 or bf16");
+    return failure();
+  }
+  module.attrs().set(passes::kPrecisionAttr, precision);
+  return success();
+}
+
 std::string modelHash(const ir::Module &module) {
   // The first line of the text form holds the module's name and attributes:
   // rebuild it without train.* (and without the hash itself) so that the
@@ -173,7 +187,8 @@ buildModelExecutables(std::unique_ptr<ir::Module> module,
   if (withStep && module->graph().lossOutput()) {
     // Check the settings first so that a bad one is reported as such, not
     // after the cost of differentiating.
-    if (passes::readOptimizerConfig(module->attrs(), diag).failed())
+    if (passes::readOptimizerConfig(module->attrs(), diag).failed() ||
+        passes::readPrecision(module->attrs(), diag).failed())
       return failure();
     auto step = cloneModule(*module, diag);
     if (!step || failed(runPipeline(*step, kTrainingPipeline, diag)))

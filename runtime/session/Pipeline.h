@@ -1,6 +1,8 @@
 // The standard way a model becomes executables: the training step (when the
-// model has a loss) through the pipeline autodiff,optimizer,canonicalize,
-// cse,dce, and a forward-only program for inference. Used by the executor
+// model has a loss) through the pipeline mixed-precision,autodiff,optimizer,
+// canonicalize,cse,dce, and a forward-only program for inference (in the
+// same precision: mixed-precision does nothing unless train.precision is
+// bf16). Used by the executor
 // library (Session) and by `mgc compile --emit=exe`, so both make the same
 // program from the same model.
 #pragma once
@@ -17,8 +19,9 @@
 namespace mgc::session {
 
 inline constexpr const char *kTrainingPipeline =
-    "autodiff,optimizer,canonicalize,cse,dce";
-inline constexpr const char *kForwardPipeline = "canonicalize,cse,dce";
+    "mixed-precision,autodiff,optimizer,canonicalize,cse,dce";
+inline constexpr const char *kForwardPipeline =
+    "mixed-precision,canonicalize,cse,dce";
 // Module attribute that carries the model's identity into executables (a
 // SHA-256, see modelHash), so checkpoints can be matched to their model.
 inline constexpr const char *kModelHashAttr = "model.hash";
@@ -31,6 +34,13 @@ LogicalResult
 applyTrainOverrides(ir::Module &module,
                     const std::map<std::string, std::string> &train,
                     DiagnosticEngine &diag);
+
+// Sets the module's train.precision from `precision` ("fp32" or "bf16"; an
+// empty string keeps what the model file says). Reports any other word and
+// fails. The precision is a training setting: it does not change the model
+// hash, so a checkpoint trained in one precision resumes in the other.
+LogicalResult applyPrecision(ir::Module &module, const std::string &precision,
+                             DiagnosticEngine &diag);
 
 // SHA-256 (hex) of the module's IR text without locations and without its
 // train.* attributes: the same model (file, defines) gives the same hash

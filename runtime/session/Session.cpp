@@ -146,7 +146,7 @@ Session::create(const std::string &path, const SessionOptions &options) {
   if (looksLikeExecutable(path)) {
     if (!options.defines.empty() || !options.train.empty() ||
         !options.mesh.empty() || options.zero != 0 ||
-        options.accumulate != 1) {
+        options.accumulate != 1 || !options.precision.empty()) {
       diag.error("'" + path +
                  "' is a compiled executable: defines, training settings, "
                  "meshes and accumulation apply to model files (.mg) only");
@@ -177,7 +177,8 @@ Session::create(const std::string &path, const SessionOptions &options) {
       return c.status();
     impl->sourceName = path;
     impl->sourceText = diag.sourceText(path).str();
-    if (failed(session::applyTrainOverrides(*module, options.train, diag)))
+    if (failed(session::applyTrainOverrides(*module, options.train, diag)) ||
+        failed(session::applyPrecision(*module, options.precision, diag)))
       return c.status();
     if (!options.mesh.empty() || options.accumulate != 1) {
       std::string error;

@@ -7,6 +7,7 @@
 #include "backend/cpu/Kernels.h"
 #include "frontend/Frontend.h"
 #include "ir/Printer.h"
+#include "passes/MixedPrecision.h"
 
 #include "llvm/Support/Format.h"
 #include "runtime/session/MeshStep.h"
@@ -22,6 +23,7 @@ const CommandSpec &compileSpec() {
     s.name = "compile";
     s.usage = "mgc compile MODEL.mg [-D NAME=VALUE]... [--emit=KIND] "
               "[--passes=PIPELINE] [-o FILE|-]\n"
+              "                            [--precision fp32|bf16]\n"
               "       mgc compile MODEL.mg --mesh AXES [--zero N] "
               "[--accumulate K] [--emit=plan|plan-json|dot|ir|device-ir]\n"
               "                            [--device K]";
@@ -46,6 +48,15 @@ const CommandSpec &compileSpec() {
         {"--device", "K", "the device whose program --emit=device-ir prints "
                           "(default 0)"},
         {"--no-warnings", "", "do not print warnings"},
+        {"--precision",
+         "P",
+         "compute precision of the step and the forward program "
+         "(train.precision): fp32, or bf16 (bf16 matmuls and activations, "
+         "f32 weights, norms and loss; docs/mixed-precision.md); with "
+         "--emit=ir and no --passes, the model after the mixed-precision "
+         "pass",
+         false,
+         {"fp32", "bf16"}},
     };
     for (auto &o : meshOptions())
       s.options.push_back(o);
@@ -202,6 +213,8 @@ int runCompile(llvm::ArrayRef<std::string> rawArgs) {
   auto module = frontend::compileModelFile(args->positionals[0], options, diag);
   if (!module || diag.hasErrors())
     return kUserError;
+  if (failed(session::applyPrecision(*module, args->get("--precision"), diag)))
+    return kUserError;
   if (mesh->mesh)
     return compileForMesh(*module, *mesh, *args, diag);
   std::string out = args->get("-o", "-");
@@ -216,6 +229,13 @@ int runCompile(llvm::ArrayRef<std::string> rawArgs) {
       return kUserError;
     executable = exes->step ? std::move(exes->step) : std::move(exes->forward);
   } else {
+    // Without a pipeline, --precision bf16 shows what the precision does to
+    // the model (the pipelines that build a step run the pass themselves).
+    if (!args->has("--passes") &&
+        args->get("--precision") == passes::precisionName(
+                                        passes::Precision::BF16) &&
+        failed(passes::convertToBF16(*module, diag)))
+      return kUserError;
     if (int rc = runPassPipeline(*module, *args, diag))
       return rc;
     if (!exe)

@@ -105,7 +105,8 @@ const CommandSpec &runSpec() {
               "--token-dtype u16|i32]\n"
               "       [--lr X] [--optimizer sgd|adamw] [--save CKPT] "
               "[--save-every K]\n"
-              "       [--resume CKPT] [--log-json FILE] [--threads N]\n"
+              "       [--resume CKPT] [--log-json FILE] [--threads N] "
+              "[--precision fp32|bf16]\n"
               "       [--mesh AXES | --devices N] [--zero STAGE] "
               "[--dp-weights W,...] [--bucket-mib MIB]\n"
               "       [--accumulate K] [--trace FILE] [--check-single]";
@@ -155,6 +156,11 @@ const CommandSpec &runSpec() {
               "when stdout is not a terminal, print a line every K steps "
               "(default 10; the first and last step always)"},
              {"--threads", "N", "CPU worker threads (default: one per core)"},
+             {"--precision", "P",
+              "fp32, or bf16: bf16 matmuls and activations, f32 weights, "
+              "optimizer, norms and loss (default: train.precision, else "
+              "fp32; docs/mixed-precision.md)",
+              false, {"fp32", "bf16"}},
          })
       s.options.push_back(o);
     for (OptionSpec o : meshOptions())
@@ -241,6 +247,7 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
     return usageError("--threads expects an integer in [0, 1024], got '" +
                       args->get("--threads") + "'");
   options.threads = static_cast<int>(threads);
+  options.precision = args->get("--precision");
   if (args->has("--seed") && !parseInt(args->get("--seed"), 0, seed))
     return usageError("--seed expects an integer >= 0, got '" +
                       args->get("--seed") + "'");

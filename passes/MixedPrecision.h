@@ -1,0 +1,43 @@
+// The `mixed-precision` pass: an f32 model computes in bf16 where that is
+// safe and fast, the way PyTorch autocast and Megatron's bf16 training do
+// (docs/mixed-precision.md). Parameters stay f32 (the master weights); the
+// pass inserts the casts into the forward module, before autodiff, so the
+// backward differentiates the casts and every gradient of a parameter comes
+// back in f32 for the optimizer.
+#pragma once
+
+#include "ir/Graph.h"
+#include "support/Diagnostics.h"
+#include "support/Result.h"
+
+namespace mgc::passes {
+
+enum class Precision { FP32, BF16 };
+
+// The module attribute that selects the precision: "fp32" (also when it is
+// absent) or "bf16". A training setting: the model file's train section,
+// `mgc run --precision` and SessionOptions::precision set it.
+inline constexpr const char *kPrecisionAttr = "train.precision";
+
+// "fp32", "bf16".
+const char *precisionName(Precision precision);
+// Parses "fp32" or "bf16".
+std::optional<Precision> parsePrecision(llvm::StringRef text);
+
+// The precision `attrs` select. Reports a value that is not one of the
+// words above, naming the attribute, and fails.
+FailureOr<Precision> readPrecision(const ir::Attrs &moduleAttrs,
+                                   DiagnosticEngine &diag);
+
+// Rewrites a forward module (no gradient outputs, no state, no updates) to
+// compute in bf16: matmul and attention take bf16 operands (each f32 value,
+// a weight among them, cast once), the ops between them follow their bf16
+// operands, and the numerically sensitive ops (normalisations, losses,
+// sums and means, exp, log, square roots) compute in f32. Embedding looks
+// up the f32 table and casts the rows it gathers. Arguments and outputs
+// keep their types. Does nothing to values that are not f32 (integers,
+// f64). Running it again changes nothing. Reports and fails on a module
+// that is already a training step.
+LogicalResult convertToBF16(ir::Module &module, DiagnosticEngine &diag);
+
+} // namespace mgc::passes
