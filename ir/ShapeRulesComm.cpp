@@ -74,6 +74,9 @@ TypeOrError inferAllReduce(const ShapeQuery &q) {
   return q.operands[0];
 }
 
+// all_reduce_max: any element type (a maximum of integers is exact).
+TypeOrError inferAllReduceMax(const ShapeQuery &q) { return q.operands[0]; }
+
 // reduce_scatter and local_split: the whole dimension in, this device's
 // part out.
 TypeOrError inferScatter(const ShapeQuery &q) {

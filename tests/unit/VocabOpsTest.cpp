@@ -6,7 +6,10 @@
 #include "MeshTestSupport.h"
 
 #include "backend/cpu/InProcessCommunicator.h"
+#include "ir/Printer.h"
 #include "ir/Sharding.h"
+#include "ir/TextParser.h"
+#include "ir/Verifier.h"
 #include "passes/Reshard.h"
 
 #include <doctest/doctest.h>
@@ -200,4 +203,32 @@ TEST_CASE("vocab ops: the in-process all-reduce of maxima") {
     CHECK(out[d][3] == 2);
     CHECK(intsOut[d] == std::vector<int32_t>{3, -5});
   }
+}
+
+TEST_CASE("vocab ops: partial maxima in the IR text and the verifier") {
+  const char *text = R"(module @m attributes {mesh = "tp=2"} {
+  input %x : i32[4, 6] {tp=S1}
+  input %f : f32[4, 6] {tp=S1}
+  %0 = max(%x) {axes = [1], keepdims = false} : i32[4] {tp=Pmax}
+  %1 = all_reduce_max(%0) {axis = "tp"} : i32[4] {tp=R}
+  %2 = max(%f) {axes = [1], keepdims = false} : f32[4] {tp=Pmax}
+  output y = %1
+  output z = %2
+}
+)";
+  std::string diagText;
+  llvm::raw_string_ostream os(diagText);
+  DiagnosticEngine diag(os);
+  std::unique_ptr<Module> m = parseModuleText("t.mgir", text, diag);
+  INFO(os.str());
+  REQUIRE(m);
+  // Partial maxima of integers are exact: the verifier accepts them.
+  CHECK(succeeded(verify(*m, diag)));
+  CHECK(printModuleToString(*m) == text);
+  // Partial sums of integers are not (the parser verifies what it reads).
+  std::string sums = text;
+  sums.replace(sums.find("i32[4] {tp=Pmax}"), 16, "i32[4] {tp=P}");
+  CHECK_FALSE(parseModuleText("t.mgir", sums, diag));
+  CHECK(contains(os.str(), "of type i32[4] cannot be partial sums on axis "
+                           "'tp'"));
 }
