@@ -252,11 +252,15 @@ public:
         })) {
       std::vector<std::string> names;
       for (const ir::Op *slice : u->second) {
+        // The piece back in its gradient's shape: a reshape, and a
+        // transpose for a gradient split on another axis than its first.
         const ir::Value *piece = slice->result();
-        auto r = users_.find(piece);
-        if (r != users_.end() && r->second.size() == 1 &&
-            r->second.front()->kind() == ir::OpKind::Reshape)
-          piece = r->second.front()->result();
+        for (ir::OpKind kind : {ir::OpKind::Reshape, ir::OpKind::Transpose}) {
+          auto r = users_.find(piece);
+          if (r != users_.end() && r->second.size() == 1 &&
+              r->second.front()->kind() == kind)
+            piece = r->second.front()->result();
+        }
         std::string name = nearestParamUpdate(piece);
         if (name.empty())
           return {};

@@ -13,9 +13,18 @@
 //   r_i = reshape(slice(sum, o_i, o_i + n_i), shape_i)
 // Only all-reduces on the dp axis take part, as in DDP: they reduce
 // gradients, which wait for the optimizer; an all-reduce on tp carries an
-// activation (or its gradient) that the very next op needs. And only those
-// of values split on no axis (a split value's elements are not contiguous
-// in the flat bucket).
+// activation (or its gradient) that the very next op needs.
+// A gradient split evenly on another axis (a tensor-parallel weight) joins
+// a bucket of its own kind, in which every device's part is one row: the
+// split dimension is moved to the front (a transpose, when it is not
+// there) and the value seen as [n, size / n] with n the axis size, split
+// by rows; the bucket is the concatenation of those along dimension 1, so
+// that each device holds its own parts one after the other:
+//   row_i = reshape(transpose(g_i), [n, k_i])    {dp=P, tp=S0}
+//   all   = concat(row_1, ..., row_m) {axis = 1}
+//   sum   = all_reduce(all)
+//   r_i   = transpose(reshape(slice(sum, 1, o_i, o_i + k_i), ...))
+// Unevenly split gradients keep their own all-reduce.
 #include "passes/Pass.h"
 #include "passes/ShardStrategy.h"
 
@@ -25,6 +34,7 @@
 #include "llvm/ADT/DenseSet.h"
 
 #include <map>
+#include <optional>
 
 namespace mgc::passes {
 
@@ -38,10 +48,18 @@ struct Bucket {
   uint64_t bytes = 0;
 };
 
+// How a gradient enters a bucket: whole (flattened), or split on `axis`
+// along `dim` (moved to the front and seen as one row per device).
+struct Layout {
+  std::string axis; // empty: not split
+  int64_t dim = 0;
+  int64_t parts = 1;
+};
+
 class Bucketer {
 public:
-  Bucketer(ir::Module &module, double limitMiB)
-      : g_(module.graph()),
+  Bucketer(ir::Module &module, const ir::Mesh &mesh, double limitMiB)
+      : g_(module.graph()), mesh_(mesh),
         limit_(static_cast<uint64_t>(limitMiB * 1024 * 1024)) {}
 
   LogicalResult run(DiagnosticEngine &diag) {
@@ -60,7 +78,8 @@ public:
         continue;
       Bucket &b = open_[keyOf(op)];
       b.members.push_back(op);
-      b.bytes += bytesOf(op->result());
+      // The bytes each device sends: its part of a split gradient.
+      b.bytes += bytesOf(op->result()) / layoutOf(op->operand(0))->parts;
       if (b.bytes >= limit_ && failed(close(keyOf(op), diag)))
         return failure();
     }
@@ -77,12 +96,39 @@ private:
   // Members share the axis, the dtype and the placement on every axis.
   using Key = std::string;
 
-  static Key keyOf(const Op *op) {
+  Key keyOf(const Op *op) const {
     if (op->kind() != ir::OpKind::AllReduce)
       return {};
     return op->attrs().getString("axis") + " " +
            ir::dtypeName(op->type().dtype).str() + " " +
-           op->operand(0)->sharding().str();
+           bucketSharding(op->operand(0)).str();
+  }
+
+  // The layout of gradient `g` in a bucket; nullopt if it cannot join one
+  // (split on two axes, or unevenly).
+  std::optional<Layout> layoutOf(const Value *g) const {
+    Layout l;
+    for (const ir::Sharding::Entry &e : g->sharding().entries()) {
+      if (!e.placement.isSplit())
+        continue;
+      const ir::MeshAxis *a = mesh_.findAxis(e.axis);
+      if (!l.axis.empty() || !a ||
+          g->type().shape[e.placement.dim] % a->size != 0)
+        return std::nullopt;
+      l.axis = e.axis;
+      l.dim = e.placement.dim;
+      l.parts = a->size;
+    }
+    return l;
+  }
+
+  // The placement of a gradient's piece of the bucket: its own, with the
+  // split (if any) on the rows.
+  ir::Sharding bucketSharding(const Value *g) const {
+    ir::Sharding s = g->sharding();
+    if (std::optional<Layout> l = layoutOf(g); l && !l->axis.empty())
+      s.set(l->axis, ir::Placement::split(0));
+    return s;
   }
 
   static bool isMember(const Bucket &b, const Op *op) {
@@ -95,14 +141,10 @@ private:
            ir::dtypeBytes(v->type().dtype);
   }
 
-  static bool eligible(const Op &op) {
-    if (op.kind() != ir::OpKind::AllReduce || op.type().isScalar() ||
-        op.attrs().getString("axis") != "dp")
-      return false;
-    for (const ir::Sharding::Entry &e : op.operand(0)->sharding().entries())
-      if (e.placement.isSplit())
-        return false;
-    return true;
+  bool eligible(const Op &op) const {
+    return op.kind() == ir::OpKind::AllReduce && !op.type().isScalar() &&
+           op.attrs().getString("axis") == "dp" &&
+           layoutOf(op.operand(0)).has_value();
   }
 
   ir::Graph::OpIterator positionOf(const Op *op) {
@@ -133,18 +175,33 @@ private:
       r.value->setSharding(s);
       return r.value;
     };
-    std::vector<Value *> flats;
+    const Layout layout = *layoutOf(b.members.front()->operand(0));
+    bool rows = !layout.axis.empty();
+    // Each member as its piece of the bucket: a flat vector, or rows.
+    std::vector<Value *> pieces;
     for (Op *m : b.members) {
       Value *g = m->operand(0);
-      Value *flat = make(ir::OpKind::Reshape, {g},
-                         {{"shape", std::vector<int64_t>{g->type().size()}}},
-                         g->sharding());
-      if (!flat)
+      int64_t dim = layoutOf(g)->dim;
+      Value *front = g;
+      if (rows && dim != 0) {
+        front = make(ir::OpKind::Transpose, {g},
+                     {{"perm", frontPerm(g->type().rank(), dim)}},
+                     bucketSharding(g));
+        if (!front)
+          return failure();
+      }
+      std::vector<int64_t> shape{g->type().size()};
+      if (rows)
+        shape = {layout.parts, g->type().size() / layout.parts};
+      Value *piece = make(ir::OpKind::Reshape, {front}, {{"shape", shape}},
+                          bucketSharding(g));
+      if (!piece)
         return failure();
-      flats.push_back(flat);
+      pieces.push_back(piece);
     }
-    ir::Sharding partial = b.members.front()->operand(0)->sharding();
-    Value *all = make(ir::OpKind::Concat, flats, {{"axis", int64_t(0)}},
+    ir::Sharding partial = bucketSharding(b.members.front()->operand(0));
+    int64_t joinAxis = rows ? 1 : 0;
+    Value *all = make(ir::OpKind::Concat, pieces, {{"axis", joinAxis}},
                       partial);
     ir::Sharding reduced = partial;
     reduced.set(axis, ir::Placement::replicate());
@@ -155,18 +212,31 @@ private:
       return failure();
     int64_t offset = 0;
     for (Op *m : b.members) {
-      int64_t n = m->type().size();
+      const ir::TensorType &t = m->type();
+      int64_t dim = layoutOf(m->operand(0))->dim;
+      int64_t n = rows ? t.size() / layout.parts : t.size();
+      ir::Sharding front = bucketSharding(m->operand(0));
+      front.set(axis, ir::Placement::replicate());
       Value *part = make(ir::OpKind::Slice, {sum},
-                         {{"axis", int64_t(0)},
+                         {{"axis", joinAxis},
                           {"start", offset},
                           {"end", offset + n}},
-                         m->result()->sharding());
+                         front);
       offset += n;
-      std::vector<int64_t> shape(m->type().shape.begin(),
-                                 m->type().shape.end());
+      // Back to the gradient's shape (its split dimension first when it
+      // was moved), then to its own order.
+      std::vector<int64_t> shape(t.shape.begin(), t.shape.end());
+      if (rows && dim != 0) {
+        shape.erase(shape.begin() + dim);
+        shape.insert(shape.begin(), t.shape[dim]);
+      }
       Value *back = part ? make(ir::OpKind::Reshape, {part},
-                                {{"shape", shape}}, m->result()->sharding())
+                                {{"shape", shape}}, front)
                          : nullptr;
+      if (back && rows && dim != 0)
+        back = make(ir::OpKind::Transpose, {back},
+                    {{"perm", backPerm(t.rank(), dim)}},
+                    m->result()->sharding());
       if (!back)
         return failure();
       g_.replaceAllUsesWith(m->result(), back);
@@ -175,7 +245,23 @@ private:
     return success();
   }
 
+  // The permutation that moves dimension `dim` to the front, and back.
+  static std::vector<int64_t> frontPerm(int64_t rank, int64_t dim) {
+    std::vector<int64_t> perm{dim};
+    for (int64_t d = 0; d < rank; ++d)
+      if (d != dim)
+        perm.push_back(d);
+    return perm;
+  }
+  static std::vector<int64_t> backPerm(int64_t rank, int64_t dim) {
+    std::vector<int64_t> front = frontPerm(rank, dim), perm(rank);
+    for (int64_t i = 0; i < rank; ++i)
+      perm[front[i]] = i;
+    return perm;
+  }
+
   ir::Graph &g_;
+  const ir::Mesh &mesh_;
   uint64_t limit_;
   std::map<Key, Bucket> open_;
   std::vector<Op *> dead_;
@@ -205,7 +291,10 @@ public:
     }
     if (mib == 0)
       return success();
-    return Bucketer(module, mib).run(diag);
+    std::optional<ir::Mesh> mesh = moduleMesh(module, name(), diag);
+    if (!mesh)
+      return failure();
+    return Bucketer(module, *mesh, mib).run(diag);
   }
 };
 
