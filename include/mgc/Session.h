@@ -122,6 +122,14 @@ struct SessionOptions {
   int accumulate = 1;
   // Record a timeline of every device's queues (see writeTrace).
   bool trace = false;
+  // Where the step and forward programs run: "cpu"; "cuda", one CUDA device
+  // (an error where there is none, or in a build without CUDA); "auto", CUDA
+  // when a device is present, else the CPU. Meshes and accumulation run on
+  // the CPU. Parameters and checkpoints are host tensors either way.
+  std::string backend = "cpu";
+  // With the CUDA backend: capture the step as a CUDA Graph on the first
+  // step and replay it after.
+  bool cudaGraph = false;
   // Compute precision: "fp32", or "bf16" (bf16 matmuls and activations;
   // parameters, optimizer state, norms and the loss stay f32; see
   // docs/mixed-precision.md). Empty: the model file's train.precision,

@@ -7,6 +7,9 @@
 #include "ir/Interpreter.h"
 #include "passes/Optimizer.h"
 #include "runtime/session/Pipeline.h"
+#if MGC_HAVE_CUDA
+#include "backend/cuda/CudaDevice.h"
+#endif
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -65,6 +68,17 @@ const ir::Value *session::findArgument(const Session::Impl &impl,
                                        ir::ValueKind kind) {
   const ir::Value *v = impl.main->graph().findArgument(name);
   return v && v->kind() == kind ? v : nullptr;
+}
+
+FailureOr<backend::cpu::RunResult>
+session::runProgram(Session::Impl &impl, bool step,
+                    const backend::cpu::NamedTensors &arguments,
+                    DiagnosticEngine &diag) {
+#if MGC_HAVE_CUDA
+  if (auto &cuda = step ? impl.cudaStep : impl.cudaForward)
+    return cuda->run(arguments, diag);
+#endif
+  return (step ? impl.stepRunner : impl.forwardRunner)->run(arguments, diag);
 }
 
 int64_t session::stepCount(const Session::Impl &impl) {
@@ -128,6 +142,40 @@ gatherArguments(const ir::Module &program, const Session::Impl &impl,
   return args;
 }
 
+// Whether the programs run on the CUDA backend (SessionOptions::backend).
+FailureOr<bool> chooseCuda(const SessionOptions &options,
+                           DiagnosticEngine &diag) {
+  const std::string &backend = options.backend;
+  if (backend.empty() || backend == "cpu")
+    return false;
+  if (backend != "cuda" && backend != "auto") {
+    diag.error("unknown backend '" + backend + "': expected cpu, cuda or auto");
+    return failure();
+  }
+  bool cpuOnly = !options.mesh.empty() || options.accumulate != 1;
+#if MGC_HAVE_CUDA
+  std::optional<std::string> why = backend::cuda::cudaUnavailableReason();
+  if (why)
+    why = "no CUDA device: " + *why;
+#else
+  std::optional<std::string> why =
+      std::string("this build of mgc has no CUDA backend (configure with "
+                  "-DMGC_CUDA=ON where nvcc is installed)");
+#endif
+  if (backend == "auto")
+    return !why && !cpuOnly;
+  if (cpuOnly) {
+    diag.error("the CUDA backend runs one device without accumulation; "
+               "meshes and accumulation run on the CPU backend");
+    return failure();
+  }
+  if (why) {
+    diag.error(*why);
+    return failure();
+  }
+  return true;
+}
+
 std::string readOptimizerName(const ir::Module &step) {
   if (const ir::AttrValue *v = step.attrs().find("train.optimizer"))
     if (auto *s = std::get_if<std::string>(v))
@@ -143,6 +191,9 @@ Session::create(const std::string &path, const SessionOptions &options) {
   impl->seed = options.seed;
   DiagnosticCollector c;
   DiagnosticEngine &diag = c.diag();
+  FailureOr<bool> onCuda = chooseCuda(options, diag);
+  if (onCuda.failed())
+    return c.status();
   if (looksLikeExecutable(path)) {
     if (!options.defines.empty() || !options.train.empty() ||
         !options.mesh.empty() || options.zero != 0 ||
@@ -221,10 +272,27 @@ Session::create(const std::string &path, const SessionOptions &options) {
   backend::cpu::CpuOptions cpu;
   cpu.threads =
       options.threads > 0 ? static_cast<unsigned>(options.threads) : 0;
+#if MGC_HAVE_CUDA
+  backend::cuda::CudaOptions cudaOptions;
+  cudaOptions.graph = options.cudaGraph;
+  if (*onCuda && impl->stepExe) {
+    impl->cudaStep = backend::cuda::CudaExecutor::create(*impl->stepExe,
+                                                         cudaOptions, diag);
+    if (!impl->cudaStep)
+      return c.status();
+  }
+  if (*onCuda) {
+    impl->cudaForward = backend::cuda::CudaExecutor::create(
+        *impl->forwardExe, backend::cuda::CudaOptions(), diag);
+    if (!impl->cudaForward)
+      return c.status();
+  }
+#endif
   if (impl->stepExe) {
-    impl->stepRunner =
-        backend::cpu::CpuExecutor::create(*impl->stepExe, cpu, diag);
-    if (!impl->stepRunner)
+    if (!*onCuda)
+      impl->stepRunner =
+          backend::cpu::CpuExecutor::create(*impl->stepExe, cpu, diag);
+    if (!*onCuda && !impl->stepRunner)
       return c.status();
     impl->main = impl->stepExe->module.get();
     impl->optimizer = readOptimizerName(*impl->main);
@@ -234,9 +302,10 @@ Session::create(const std::string &path, const SessionOptions &options) {
   } else {
     impl->main = impl->forwardExe->module.get();
   }
-  impl->forwardRunner =
-      backend::cpu::CpuExecutor::create(*impl->forwardExe, cpu, diag);
-  if (!impl->forwardRunner)
+  if (!*onCuda)
+    impl->forwardRunner =
+        backend::cpu::CpuExecutor::create(*impl->forwardExe, cpu, diag);
+  if (!*onCuda && !impl->forwardRunner)
     return c.status();
 
   // Parameters and state from their initialisers, as every backend does.
@@ -279,7 +348,7 @@ Status Session::feed(const std::string &input, Tensor value) {
 }
 
 Result<StepResult> Session::step() {
-  if (!impl_->stepRunner && !impl_->meshRunner)
+  if (!impl_->stepExe && !impl_->meshRunner)
     return Status::error(
         "error: the model has no training step (it has no loss output, or "
         "the session was made from a forward-only executable); use forward()");
@@ -288,7 +357,8 @@ Result<StepResult> Session::step() {
   if (args.failed())
     return c.status();
   auto run = impl_->meshRunner ? impl_->meshRunner->run(*args, c.diag())
-                               : impl_->stepRunner->run(*args, c.diag());
+                               : session::runProgram(*impl_, true, *args,
+                                                     c.diag());
   if (run.failed())
     return c.status();
   for (auto &[name, t] : run->updates)
@@ -312,7 +382,7 @@ Result<std::map<std::string, Tensor>> Session::forward() {
   auto args = gatherArguments(*impl_->forwardExe->module, *impl_, c.diag());
   if (args.failed())
     return c.status();
-  auto run = impl_->forwardRunner->run(*args, c.diag());
+  auto run = session::runProgram(*impl_, false, *args, c.diag());
   if (run.failed())
     return c.status();
   std::map<std::string, Tensor> out;

@@ -8,6 +8,9 @@
 #include "backend/Executable.h"
 #include "backend/cpu/CpuExecutor.h"
 #include "runtime/session/MeshStep.h"
+#if MGC_HAVE_CUDA
+#include "backend/cuda/CudaExecutor.h"
+#endif
 #include "support/Diagnostics.h"
 
 #include "llvm/Support/raw_ostream.h"
@@ -22,6 +25,11 @@ struct Session::Impl {
   // program.
   std::unique_ptr<backend::Executable> stepExe, forwardExe;
   std::unique_ptr<backend::cpu::CpuExecutor> stepRunner, forwardRunner;
+#if MGC_HAVE_CUDA
+  // On the CUDA backend: the executors of the step (if any) and the forward
+  // program, instead of stepRunner and forwardRunner.
+  std::unique_ptr<backend::cuda::CudaExecutor> cudaStep, cudaForward;
+#endif
   // The training step on a mesh (instead of stepExe/stepRunner).
   std::unique_ptr<session::MeshRunner> meshRunner;
   // The program whose arguments define the session: the step if there is
@@ -44,6 +52,11 @@ const ir::Value *findArgument(const Session::Impl &impl,
                               const std::string &name, ir::ValueKind kind);
 // Steps done: the value of the optimizer's step counter (0 without one).
 int64_t stepCount(const Session::Impl &impl);
+// Runs the training step (`step`) or the forward program on the session's
+// backend (not the mesh).
+FailureOr<backend::cpu::RunResult>
+runProgram(Session::Impl &impl, bool step,
+           const backend::cpu::NamedTensors &arguments, DiagnosticEngine &diag);
 } // namespace session
 
 // Collects diagnostics into a string, for a Status.

@@ -109,7 +109,8 @@ const CommandSpec &runSpec() {
               "[--precision fp32|bf16]\n"
               "       [--mesh AXES | --devices N] [--zero STAGE] "
               "[--dp-weights W,...] [--bucket-mib MIB]\n"
-              "       [--accumulate K] [--trace FILE] [--check-single]";
+              "       [--accumulate K] [--trace FILE] [--check-single]\n"
+              "       [--backend cpu|cuda|auto] [--cuda-graph]";
     s.summary = "Train a model on the CPU and report the loss.";
     s.positionalName = "a model file (MODEL.mg or MODEL.mgx)";
     s.minPositionals = s.maxPositionals = 1;
@@ -156,6 +157,13 @@ const CommandSpec &runSpec() {
               "when stdout is not a terminal, print a line every K steps "
               "(default 10; the first and last step always)"},
              {"--threads", "N", "CPU worker threads (default: one per core)"},
+             {"--backend", "NAME",
+              "cpu (default), cuda (one CUDA device) or auto (CUDA when a "
+              "device is present, else the CPU); meshes run on the CPU",
+              false, {"cpu", "cuda", "auto"}},
+             {"--cuda-graph", "",
+              "with the CUDA backend: capture the step as a CUDA Graph and "
+              "replay it"},
              {"--precision", "P",
               "fp32, or bf16: bf16 matmuls and activations, f32 weights, "
               "optimizer, norms and loss (default: train.precision, else "
@@ -247,6 +255,8 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
     return usageError("--threads expects an integer in [0, 1024], got '" +
                       args->get("--threads") + "'");
   options.threads = static_cast<int>(threads);
+  options.backend = args->get("--backend", "cpu");
+  options.cudaGraph = args->has("--cuda-graph");
   options.precision = args->get("--precision");
   if (args->has("--seed") && !parseInt(args->get("--seed"), 0, seed))
     return usageError("--seed expects an integer >= 0, got '" +

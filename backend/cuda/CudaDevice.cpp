@@ -1,0 +1,96 @@
+// Probing the CUDA device and checking memory needs against it.
+#include "backend/cuda/CudaDevice.h"
+
+#include "backend/cuda/CudaCheck.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+
+namespace mgc::backend::cuda {
+
+namespace {
+
+std::string runtimeVersion() {
+  int v = 0;
+  if (cudaRuntimeGetVersion(&v) != cudaSuccess)
+    return "?";
+  return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+}
+
+std::optional<std::string> probe() {
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  std::string call = std::string(" (cudaGetDeviceCount: ") +
+                     cudaGetErrorName(e) + ")";
+  switch (e) {
+  case cudaSuccess:
+    if (count == 0)
+      return std::string("no CUDA-capable device is present");
+    break;
+  case cudaErrorInsufficientDriver:
+    return "no CUDA driver, or one older than the CUDA " + runtimeVersion() +
+           " runtime needs" + call;
+  case cudaErrorNoDevice:
+    return "no CUDA-capable device is present" + call;
+  default:
+    return std::string(cudaGetErrorString(e)) + call;
+  }
+  // A device exists; make sure it can be set up (a busy or prohibited
+  // device, a broken driver).
+  e = cudaSetDevice(0);
+  if (e == cudaSuccess)
+    e = cudaFree(nullptr); // creates the context
+  if (e != cudaSuccess)
+    return "device 0 cannot be used: " + std::string(cudaGetErrorString(e)) +
+           " (" + cudaGetErrorName(e) + ")";
+  return std::nullopt;
+}
+
+} // namespace
+
+std::optional<std::string> cudaUnavailableReason() {
+  static const std::optional<std::string> reason = probe();
+  return reason;
+}
+
+std::optional<CudaDeviceInfo> cudaDeviceInfo(DiagnosticEngine &diag) {
+  if (auto why = cudaUnavailableReason()) {
+    diag.error("no CUDA device: " + *why);
+    return std::nullopt;
+  }
+  CudaDeviceInfo info;
+  cudaDeviceProp prop;
+  if (failed(MGC_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0), diag, nullptr)))
+    return std::nullopt;
+  info.name = prop.name;
+  info.major = prop.major;
+  info.minor = prop.minor;
+  size_t freeBytes = 0, totalBytes = 0;
+  if (failed(MGC_CUDA_CHECK(cudaMemGetInfo(&freeBytes, &totalBytes), diag,
+                            nullptr)))
+    return std::nullopt;
+  info.freeBytes = freeBytes;
+  info.totalBytes = totalBytes;
+  return info;
+}
+
+std::string formatGiB(uint64_t bytes) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.2f GiB",
+                static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
+  return buf;
+}
+
+LogicalResult checkDeviceMemory(llvm::StringRef model, uint64_t needed,
+                                uint64_t freeBytes, llvm::StringRef device,
+                                DiagnosticEngine &diag) {
+  if (needed <= freeBytes)
+    return success();
+  diag.error("out of memory: model '" + model.str() + "': the plan needs " +
+             formatGiB(needed) + ", the device (" + device.str() + ") has " +
+             formatGiB(freeBytes) + " free");
+  return failure();
+}
+
+} // namespace mgc::backend::cuda

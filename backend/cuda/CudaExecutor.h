@@ -1,0 +1,68 @@
+// Runs an Executable on one CUDA device, with the API of the CPU executor:
+// binds input, parameter and state tensors by name, copies them to the
+// device, runs every op's kernels in the executable's order on one stream,
+// and copies the outputs and the new values of updated parameters and state
+// back. All device memory (the plan's arena, the argument buffers, kernel
+// scratch space and cuBLASLt's workspace) is one allocation made by create;
+// a step allocates nothing. With CudaOptions::graph the step's kernels are
+// captured as a CUDA Graph on the first run and replayed after.
+#pragma once
+
+#include "backend/Executable.h"
+#include "backend/cpu/CpuExecutor.h"
+#include "support/Diagnostics.h"
+#include "support/Result.h"
+
+#include <memory>
+#include <string>
+
+namespace mgc::backend::cuda {
+
+using cpu::NamedTensors;
+using cpu::RunResult;
+
+struct CudaOptions {
+  // Capture the step's kernels as a CUDA Graph on the first run and replay
+  // it on every later run.
+  bool graph = false;
+  // cuBLASLt workspace bytes.
+  uint64_t workspaceBytes = 32ull << 20;
+};
+
+class CudaExecutor {
+public:
+  // Checks the executable and that the CUDA backend runs each of its ops,
+  // probes the device ("no CUDA device: <why>"), checks that everything fits
+  // the device's free memory ("out of memory: ..."), allocates it and plans
+  // the GEMMs. Reports and returns null on error.
+  static std::unique_ptr<CudaExecutor> create(const Executable &exe,
+                                              const CudaOptions &options,
+                                              DiagnosticEngine &diag);
+  ~CudaExecutor();
+  CudaExecutor(const CudaExecutor &) = delete;
+  CudaExecutor &operator=(const CudaExecutor &) = delete;
+
+  // Runs one step; arguments, results and errors as CpuExecutor::run (a
+  // run-time error found by a kernel is reported at its op's location, in
+  // the CPU backend's words).
+  FailureOr<RunResult> run(const NamedTensors &arguments,
+                           DiagnosticEngine &diag);
+
+  const Executable &executable() const;
+  // Bytes of the one device allocation.
+  uint64_t deviceBytes() const;
+  const std::string &deviceName() const;
+
+  // The device bytes an executable needs: arena, arguments, scratch space
+  // and workspace, each aligned.
+  static uint64_t requiredBytes(const Executable &exe,
+                                const CudaOptions &options);
+
+  struct State;
+
+private:
+  explicit CudaExecutor(std::unique_ptr<State> state);
+  std::unique_ptr<State> s_;
+};
+
+} // namespace mgc::backend::cuda

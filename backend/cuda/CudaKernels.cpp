@@ -1,0 +1,531 @@
+// Op dispatch of the CUDA backend: attributes and shapes to launcher calls,
+// every call checked (MGC_CUDA_CHECK names the call, the file and line, and
+// the op at its source location).
+#include "backend/cuda/CudaKernels.h"
+
+#include "backend/cuda/CudaCheck.h"
+#include "ir/Interpreter.h"
+#include "support/Random.h"
+
+#include "llvm/ADT/SmallVector.h"
+
+#include <cmath>
+
+namespace mgc::backend::cuda {
+
+static_assert(static_cast<int>(Dt::F32) == static_cast<int>(ir::DType::F32) &&
+                  static_cast<int>(Dt::BF16) ==
+                      static_cast<int>(ir::DType::BF16) &&
+                  static_cast<int>(Dt::F16) == static_cast<int>(ir::DType::F16) &&
+                  static_cast<int>(Dt::F64) == static_cast<int>(ir::DType::F64) &&
+                  static_cast<int>(Dt::I32) == static_cast<int>(ir::DType::I32) &&
+                  static_cast<int>(Dt::I64) == static_cast<int>(ir::DType::I64),
+              "Dt mirrors ir::DType");
+
+Dt toDt(ir::DType dtype) { return static_cast<Dt>(dtype); }
+
+namespace {
+
+using ir::OpKind;
+
+#define CHECKED(call) MGC_CUDA_CHECK(call, args.diag, &args.op)
+
+// A failure of the op found on the host, in the CPU backend's words.
+LogicalResult fail(const CudaKernelArgs &args, const std::string &why) {
+  args.diag.error(args.op.loc(), "op %" + std::to_string(args.launch.step) +
+                                     " (" + args.op.name().str() + "): " + why);
+  return failure();
+}
+
+// Copies the failing element of operand `i` into the error record.
+LogicalResult noteValue(const CudaKernelArgs &args, unsigned i) {
+  return CHECKED(launchNoteValue(args.launch, args.in[i].data,
+                                 toDt(args.in[i].dtype())));
+}
+
+llvm::SmallVector<int64_t, kMaxRank> rowMajorStrides(
+    llvm::ArrayRef<int64_t> shape) {
+  llvm::SmallVector<int64_t, kMaxRank> strides(shape.size(), 1);
+  for (size_t d = shape.size(); d-- > 1;)
+    strides[d - 1] = strides[d] * shape[d];
+  return strides;
+}
+
+Strided strided(llvm::ArrayRef<int64_t> shape, llvm::ArrayRef<int64_t> strides) {
+  Strided s;
+  s.rank = static_cast<int32_t>(shape.size());
+  for (size_t d = 0; d < shape.size(); ++d) {
+    s.shape[d] = shape[d];
+    s.strides[d] = strides[d];
+  }
+  return s;
+}
+
+LogicalResult gather(const CudaKernelArgs &args, int64_t base,
+                     llvm::ArrayRef<int64_t> inStrides) {
+  return CHECKED(launchGather(args.launch, args.in[0].data, base,
+                              strided(args.out.shape(), inStrides),
+                              args.out.data,
+                              static_cast<int>(ir::dtypeBytes(args.out.dtype()))));
+}
+
+ReduceShape reduceShape(const CudaKernelArgs &args, const ir::TensorType &in) {
+  llvm::SmallVector<bool, kMaxRank> reduced(in.shape.size(), false);
+  for (int64_t a : args.op.attrs().getInts("axes"))
+    reduced[*ir::normalizeAxis(a, in.rank())] = true;
+  auto strides = rowMajorStrides(in.shape);
+  llvm::SmallVector<int64_t, kMaxRank> keptShape, keptStrides, redShape,
+      redStrides;
+  ReduceShape s;
+  for (size_t d = 0; d < in.shape.size(); ++d) {
+    if (reduced[d]) {
+      redShape.push_back(in.shape[d]);
+      redStrides.push_back(strides[d]);
+      s.count *= in.shape[d];
+    } else {
+      keptShape.push_back(in.shape[d]);
+      keptStrides.push_back(strides[d]);
+      s.outputs *= in.shape[d];
+    }
+  }
+  s.kept = strided(keptShape, keptStrides);
+  s.reduced = strided(redShape, redStrides);
+  return s;
+}
+
+Lines axisLines(const CudaKernelArgs &args) {
+  const ir::TensorType &t = *args.out.type;
+  int64_t axis = *ir::normalizeAxis(args.op.attrs().getInt("axis"), t.rank());
+  Lines l;
+  for (int64_t d = 0; d < t.rank(); ++d) {
+    if (d < axis)
+      l.outer *= t.shape[d];
+    else if (d == axis)
+      l.dim = t.shape[d];
+    else
+      l.inner *= t.shape[d];
+  }
+  return l;
+}
+
+LogicalResult unary(const CudaKernelArgs &args, Unary op) {
+  return CHECKED(launchUnary(args.launch, op, toDt(args.out.dtype()),
+                             args.in[0].data, args.out.data, args.out.size()));
+}
+LogicalResult binary(const CudaKernelArgs &args, Binary op) {
+  return CHECKED(launchBinary(args.launch, op, toDt(args.out.dtype()),
+                              args.in[0].data, args.in[1].data, args.out.data,
+                              args.out.size()));
+}
+
+// -> out[]: the constant in the op's dtype.
+LogicalResult kConstant(const CudaKernelArgs &args) {
+  double value = ir::roundToDType(args.op.attrs().getFloat("value"),
+                                  args.out.dtype());
+  return CHECKED(
+      launchFill(args.launch, args.out.data, toDt(args.out.dtype()), value, 1));
+}
+
+// x[s] -> out[s] in another dtype.
+LogicalResult kCast(const CudaKernelArgs &args) {
+  if (failed(CHECKED(launchCast(args.launch, args.in[0].data,
+                                toDt(args.in[0].dtype()), args.out.data,
+                                toDt(args.out.dtype()), args.out.size()))))
+    return failure();
+  return ir::isInteger(args.out.dtype()) ? noteValue(args, 0) : success();
+}
+
+// a[s], b[s] -> out[s]
+LogicalResult kAdd(const CudaKernelArgs &a) { return binary(a, Binary::Add); }
+LogicalResult kSub(const CudaKernelArgs &a) { return binary(a, Binary::Sub); }
+LogicalResult kMul(const CudaKernelArgs &a) { return binary(a, Binary::Mul); }
+LogicalResult kDiv(const CudaKernelArgs &a) {
+  if (failed(binary(a, Binary::Div)))
+    return failure();
+  return ir::isInteger(a.out.dtype()) ? noteValue(a, 1) : success();
+}
+LogicalResult kMinimum(const CudaKernelArgs &a) {
+  return binary(a, Binary::Minimum);
+}
+LogicalResult kMaximum(const CudaKernelArgs &a) {
+  return binary(a, Binary::Maximum);
+}
+LogicalResult kReluGrad(const CudaKernelArgs &a) {
+  return binary(a, Binary::ReluGrad);
+}
+LogicalResult kGeluGrad(const CudaKernelArgs &a) {
+  return binary(a, Binary::GeluGrad);
+}
+LogicalResult kSigmoidGrad(const CudaKernelArgs &a) {
+  return binary(a, Binary::SigmoidGrad);
+}
+LogicalResult kTanhGrad(const CudaKernelArgs &a) {
+  return binary(a, Binary::TanhGrad);
+}
+
+// x[s] -> out[s]
+LogicalResult kNeg(const CudaKernelArgs &a) { return unary(a, Unary::Neg); }
+LogicalResult kExp(const CudaKernelArgs &a) { return unary(a, Unary::Exp); }
+LogicalResult kLog(const CudaKernelArgs &a) { return unary(a, Unary::Log); }
+LogicalResult kSqrt(const CudaKernelArgs &a) { return unary(a, Unary::Sqrt); }
+LogicalResult kRsqrt(const CudaKernelArgs &a) { return unary(a, Unary::Rsqrt); }
+LogicalResult kTanh(const CudaKernelArgs &a) { return unary(a, Unary::Tanh); }
+LogicalResult kRelu(const CudaKernelArgs &a) { return unary(a, Unary::Relu); }
+LogicalResult kGelu(const CudaKernelArgs &a) { return unary(a, Unary::Gelu); }
+LogicalResult kSigmoid(const CudaKernelArgs &a) {
+  return unary(a, Unary::Sigmoid);
+}
+LogicalResult kCos(const CudaKernelArgs &a) { return unary(a, Unary::Cos); }
+
+// x[s] -> out[s] with the CPU's counter-based mask.
+LogicalResult kDropout(const CudaKernelArgs &args) {
+  double p = args.op.attrs().getFloat("p");
+  uint64_t seed = static_cast<uint64_t>(args.op.attrs().getInt("seed"));
+  return CHECKED(launchDropout(args.launch, toDt(args.out.dtype()),
+                               args.in[0].data, args.out.data, args.out.size(),
+                               p, seed, hashName("dropout")));
+}
+
+LogicalResult kSoftmax(const CudaKernelArgs &args) {
+  return CHECKED(launchSoftmax(args.launch, toDt(args.out.dtype()),
+                               args.in[0].data, args.out.data, axisLines(args),
+                               false));
+}
+LogicalResult kLogSoftmax(const CudaKernelArgs &args) {
+  return CHECKED(launchSoftmax(args.launch, toDt(args.out.dtype()),
+                               args.in[0].data, args.out.data, axisLines(args),
+                               true));
+}
+LogicalResult kSoftmaxGrad(const CudaKernelArgs &args) {
+  return CHECKED(launchSoftmaxGrad(args.launch, toDt(args.out.dtype()),
+                                   args.in[0].data, args.in[1].data,
+                                   args.out.data, axisLines(args), false));
+}
+LogicalResult kLogSoftmaxGrad(const CudaKernelArgs &args) {
+  return CHECKED(launchSoftmaxGrad(args.launch, toDt(args.out.dtype()),
+                                   args.in[0].data, args.in[1].data,
+                                   args.out.data, axisLines(args), true));
+}
+
+// x[R, D], gamma[D], beta[D] -> y[R, D]
+LogicalResult kLayernorm(const CudaKernelArgs &args) {
+  int64_t d = args.out.shape().back();
+  int64_t rows = d == 0 ? 0 : args.out.size() / d;
+  return CHECKED(launchLayernorm(
+      args.launch, toDt(args.out.dtype()), args.in[0].data, args.in[1].data,
+      args.in[2].data, args.out.data, rows, d,
+      args.op.attrs().getFloat("eps")));
+}
+// dy[R, D], x[R, D], gamma[D] -> dx[R, D]
+LogicalResult kLayernormGradX(const CudaKernelArgs &args) {
+  int64_t d = args.out.shape().back();
+  int64_t rows = d == 0 ? 0 : args.out.size() / d;
+  return CHECKED(launchLayernormGradX(
+      args.launch, toDt(args.out.dtype()), args.in[0].data, args.in[1].data,
+      args.in[2].data, args.out.data, rows, d,
+      args.op.attrs().getFloat("eps")));
+}
+
+// a[..., M, K] @ b[K, N] or b[..., K, N] -> c[..., M, N]
+LogicalResult kMatmul(const CudaKernelArgs &args) {
+  return args.matmul->run(args.in[0].data, args.in[1].data, args.out.data,
+                          args.workspace, args.launch.stream, args.diag);
+}
+
+// table[V, D], ids[P] -> out[P, D]
+LogicalResult kEmbedding(const CudaKernelArgs &args) {
+  const DeviceTensor &table = args.in[0], &ids = args.in[1];
+  if (failed(CHECKED(launchEmbedding(
+          args.launch, toDt(ids.dtype()), ids.data, ids.size(), table.data,
+          table.shape()[0], table.shape()[1],
+          static_cast<int>(ir::dtypeBytes(table.dtype())), args.out.data))))
+    return failure();
+  return noteValue(args, 1);
+}
+
+// dy[P, D], ids[P] -> table[rows, D]
+LogicalResult kEmbeddingGrad(const CudaKernelArgs &args) {
+  const DeviceTensor &ids = args.in[1];
+  if (failed(CHECKED(launchEmbeddingGrad(
+          args.launch, toDt(args.out.dtype()), toDt(ids.dtype()),
+          args.in[0].data, ids.data, ids.size(), args.out.shape()[0],
+          args.out.shape()[1], args.out.data))))
+    return failure();
+  return noteValue(args, 1);
+}
+
+// x[s] -> out[s]: the same bytes.
+LogicalResult kReshape(const CudaKernelArgs &args) {
+  size_t bytes =
+      static_cast<size_t>(args.out.size()) * ir::dtypeBytes(args.out.dtype());
+  if (bytes == 0)
+    return success();
+  return CHECKED(cudaMemcpyAsync(args.out.data, args.in[0].data, bytes,
+                                 cudaMemcpyDeviceToDevice, args.launch.stream));
+}
+
+// x[s] -> out[t], t[i] = s[perm[i]].
+LogicalResult kTranspose(const CudaKernelArgs &args) {
+  const ir::TensorType &in = *args.in[0].type;
+  auto inStrides = rowMajorStrides(in.shape);
+  llvm::SmallVector<int64_t, kMaxRank> strides;
+  for (int64_t p : args.op.attrs().getInts("perm"))
+    strides.push_back(inStrides[*ir::normalizeAxis(p, in.rank())]);
+  return gather(args, 0, strides);
+}
+
+// x[..., d, ...] -> out[..., end - start, ...]
+LogicalResult kSlice(const CudaKernelArgs &args) {
+  const ir::TensorType &in = *args.in[0].type;
+  int64_t axis = *ir::normalizeAxis(args.op.attrs().getInt("axis"), in.rank());
+  auto strides = rowMajorStrides(in.shape);
+  return gather(args, args.op.attrs().getInt("start") * strides[axis], strides);
+}
+
+// x_k[..., d_k, ...] -> out[..., sum d_k, ...]: one 2-D copy per operand.
+LogicalResult kConcat(const CudaKernelArgs &args) {
+  const ir::TensorType &outType = *args.out.type;
+  int64_t axis =
+      *ir::normalizeAxis(args.op.attrs().getInt("axis"), outType.rank());
+  int64_t elem = ir::dtypeBytes(outType.dtype);
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < outType.rank(); ++d) {
+    if (d < axis)
+      outer *= outType.shape[d];
+    else if (d > axis)
+      inner *= outType.shape[d];
+  }
+  int64_t outRow = outType.shape[axis] * inner * elem;
+  int64_t offset = 0;
+  for (const DeviceTensor &t : args.in) {
+    int64_t chunk = t.shape()[axis] * inner * elem;
+    if (chunk > 0 && outer > 0 &&
+        failed(CHECKED(cudaMemcpy2DAsync(
+            static_cast<std::byte *>(args.out.data) + offset,
+            static_cast<size_t>(outRow), t.data, static_cast<size_t>(chunk),
+            static_cast<size_t>(chunk), static_cast<size_t>(outer),
+            cudaMemcpyDeviceToDevice, args.launch.stream))))
+      return failure();
+    offset += chunk;
+  }
+  return success();
+}
+
+// x[s] -> out[shape]: size-1 and missing axes read with stride 0.
+LogicalResult kBroadcast(const CudaKernelArgs &args) {
+  const ir::TensorType &in = *args.in[0].type;
+  llvm::ArrayRef<int64_t> outShape = args.out.shape();
+  auto inStrides = rowMajorStrides(in.shape);
+  int64_t lead = static_cast<int64_t>(outShape.size()) - in.rank();
+  llvm::SmallVector<int64_t, kMaxRank> strides(outShape.size(), 0);
+  for (int64_t d = lead; d < static_cast<int64_t>(outShape.size()); ++d)
+    if (in.shape[d - lead] != 1)
+      strides[d] = inStrides[d - lead];
+  return gather(args, 0, strides);
+}
+
+LogicalResult reduce(const CudaKernelArgs &args, Reduce kind) {
+  const ir::TensorType &inType = *args.in[0].type;
+  ReduceShape s = reduceShape(args, inType);
+  if (kind == Reduce::Max && s.count == 0 && s.outputs > 0)
+    return fail(args, "max over an empty axis of " + inType.str() +
+                          " has no value");
+  return CHECKED(launchReduce(args.launch, kind, toDt(args.out.dtype()),
+                              args.in[0].data, args.out.data, s));
+}
+LogicalResult kSum(const CudaKernelArgs &a) { return reduce(a, Reduce::Sum); }
+LogicalResult kMean(const CudaKernelArgs &a) { return reduce(a, Reduce::Mean); }
+LogicalResult kMax(const CudaKernelArgs &a) { return reduce(a, Reduce::Max); }
+
+// dy[r], x[s], y[r] -> dx[s]
+LogicalResult kMaxGrad(const CudaKernelArgs &args) {
+  ReduceShape s = reduceShape(args, *args.in[1].type);
+  return CHECKED(launchMaxGrad(args.launch, toDt(args.out.dtype()),
+                               args.in[0].data, args.in[1].data,
+                               args.in[2].data, args.out.data, s));
+}
+
+// logits[P, C], targets[P] -> loss[]
+LogicalResult kCrossEntropy(const CudaKernelArgs &args) {
+  const DeviceTensor &targets = args.in[1];
+  if (failed(CHECKED(launchCrossEntropy(
+          args.launch, toDt(args.out.dtype()), toDt(targets.dtype()),
+          args.in[0].data, targets.data, targets.size(),
+          args.in[0].shape().back(), static_cast<double *>(args.scratch),
+          args.out.data))))
+    return failure();
+  return noteValue(args, 1);
+}
+
+// dy[], logits[P, C], targets[P] -> dlogits[P, C]
+LogicalResult kCrossEntropyGrad(const CudaKernelArgs &args) {
+  const DeviceTensor &targets = args.in[2];
+  if (failed(CHECKED(launchCrossEntropyGrad(
+          args.launch, toDt(args.out.dtype()), toDt(targets.dtype()),
+          args.in[0].data, args.in[1].data, targets.data, targets.size(),
+          args.in[1].shape().back(), args.out.data))))
+    return failure();
+  return noteValue(args, 2);
+}
+
+// a[s], b[s] -> out[]
+LogicalResult kMse(const CudaKernelArgs &args) {
+  return CHECKED(launchMse(args.launch, toDt(args.out.dtype()),
+                           args.in[0].data, args.in[1].data, args.in[0].size(),
+                           args.out.data));
+}
+
+// s[..., T, T] -> out[..., T, T]
+LogicalResult mask(const CudaKernelArgs &args, bool negInfinity) {
+  int64_t t = args.out.shape().back();
+  int64_t matrices = t == 0 ? 0 : args.out.size() / (t * t);
+  return CHECKED(launchCausalMask(args.launch, toDt(args.out.dtype()),
+                                  args.in[0].data, args.out.data, matrices, t,
+                                  negInfinity));
+}
+LogicalResult kCausalMask(const CudaKernelArgs &a) { return mask(a, true); }
+LogicalResult kCausalMaskGrad(const CudaKernelArgs &a) {
+  return mask(a, false);
+}
+
+// q, k, v[..., T, Dh] -> out[..., T, Dh]
+LogicalResult kAttention(const CudaKernelArgs &args) {
+  const ir::TensorType &qt = *args.in[0].type;
+  int64_t t = qt.shape[qt.rank() - 2], dh = qt.shape[qt.rank() - 1];
+  int64_t heads = t * dh == 0 ? 0 : qt.size() / (t * dh);
+  return CHECKED(launchAttention(args.launch, toDt(args.out.dtype()),
+                                 args.in[0].data, args.in[1].data,
+                                 args.in[2].data, args.out.data, heads, t, dh));
+}
+
+} // namespace
+
+CudaKernelFn cudaKernelFor(ir::OpKind kind) {
+  switch (kind) {
+  case OpKind::Constant: return kConstant;
+  case OpKind::Cast: return kCast;
+  case OpKind::Add: return kAdd;
+  case OpKind::Sub: return kSub;
+  case OpKind::Mul: return kMul;
+  case OpKind::Div: return kDiv;
+  case OpKind::Neg: return kNeg;
+  case OpKind::Exp: return kExp;
+  case OpKind::Log: return kLog;
+  case OpKind::Sqrt: return kSqrt;
+  case OpKind::Rsqrt: return kRsqrt;
+  case OpKind::Tanh: return kTanh;
+  case OpKind::Relu: return kRelu;
+  case OpKind::Gelu: return kGelu;
+  case OpKind::Sigmoid: return kSigmoid;
+  case OpKind::Dropout: return kDropout;
+  case OpKind::Softmax: return kSoftmax;
+  case OpKind::LogSoftmax: return kLogSoftmax;
+  case OpKind::Layernorm: return kLayernorm;
+  case OpKind::Matmul: return kMatmul;
+  case OpKind::Embedding: return kEmbedding;
+  case OpKind::Reshape: return kReshape;
+  case OpKind::Transpose: return kTranspose;
+  case OpKind::Slice: return kSlice;
+  case OpKind::Concat: return kConcat;
+  case OpKind::Broadcast: return kBroadcast;
+  case OpKind::Sum: return kSum;
+  case OpKind::Mean: return kMean;
+  case OpKind::Max: return kMax;
+  case OpKind::CrossEntropy: return kCrossEntropy;
+  case OpKind::Mse: return kMse;
+  case OpKind::CausalMask: return kCausalMask;
+  case OpKind::Attention: return kAttention;
+  case OpKind::ReluGrad: return kReluGrad;
+  case OpKind::GeluGrad: return kGeluGrad;
+  case OpKind::SigmoidGrad: return kSigmoidGrad;
+  case OpKind::TanhGrad: return kTanhGrad;
+  case OpKind::SoftmaxGrad: return kSoftmaxGrad;
+  case OpKind::LogSoftmaxGrad: return kLogSoftmaxGrad;
+  case OpKind::LayernormGradX: return kLayernormGradX;
+  case OpKind::EmbeddingGrad: return kEmbeddingGrad;
+  case OpKind::MaxGrad: return kMaxGrad;
+  case OpKind::CrossEntropyGrad: return kCrossEntropyGrad;
+  case OpKind::CausalMaskGrad: return kCausalMaskGrad;
+  case OpKind::Cos: return kCos;
+  case OpKind::Minimum: return kMinimum;
+  case OpKind::Maximum: return kMaximum;
+  default:
+    return nullptr;
+  }
+}
+
+std::string cudaUnsupported(const ir::Op &op) {
+  if (!cudaKernelFor(op.kind()))
+    return "op '" + op.name().str() +
+           "' is not supported on the CUDA backend yet";
+  for (const ir::Value *v : op.operands())
+    if (v->type().rank() > kMaxRank)
+      return "op '" + op.name().str() + "' on a tensor of rank " +
+             std::to_string(v->type().rank()) +
+             " is not supported on the CUDA backend yet (at most " +
+             std::to_string(kMaxRank) + ")";
+  if (op.type().rank() > kMaxRank)
+    return "op '" + op.name().str() + "' with a result of rank " +
+           std::to_string(op.type().rank()) +
+           " is not supported on the CUDA backend yet";
+  if (op.kind() == OpKind::Matmul && ir::isInteger(op.type().dtype))
+    return "integer matmul is not supported on the CUDA backend yet";
+  if (op.kind() == OpKind::Attention) {
+    const ir::TensorType &qt = op.operand(0)->type();
+    if (qt.shape[qt.rank() - 2] > kMaxAttentionT)
+      return "attention over " + std::to_string(qt.shape[qt.rank() - 2]) +
+             " positions is not supported on the CUDA backend yet (at most " +
+             std::to_string(kMaxAttentionT) + ")";
+  }
+  return "";
+}
+
+uint64_t cudaScratchBytes(const ir::Op &op) {
+  if (op.kind() == OpKind::CrossEntropy)
+    return static_cast<uint64_t>(op.operand(1)->type().size()) *
+           sizeof(double);
+  return 0;
+}
+
+std::string describeDeviceError(const ir::Op &op, uint32_t code,
+                                int64_t element, int64_t intValue,
+                                double realValue) {
+  std::string at = " in element " + std::to_string(element);
+  switch (code) {
+  case kIdOutOfRange: {
+    int64_t limit = 0;
+    const char *what = "id";
+    switch (op.kind()) {
+    case OpKind::Embedding:
+      limit = op.operand(0)->type().shape[0];
+      what = "embedding id";
+      break;
+    case OpKind::EmbeddingGrad:
+      limit = op.type().shape[0];
+      what = "embedding_grad id";
+      break;
+    case OpKind::CrossEntropy:
+      limit = op.operand(0)->type().shape.back();
+      what = "cross_entropy target";
+      break;
+    case OpKind::CrossEntropyGrad:
+      limit = op.operand(1)->type().shape.back();
+      what = "cross_entropy_grad target";
+      break;
+    default:
+      break;
+    }
+    return std::string(what) + " " + std::to_string(intValue) +
+           " is out of range [0, " + std::to_string(limit) + ")" + at;
+  }
+  case kDivisionByZero:
+    return "integer division by zero" + at;
+  case kCastOutOfRange:
+    return "cast of " + ir::formatDouble(realValue) + " to " +
+           ir::dtypeName(op.type().dtype).str() + " is out of range" + at;
+  default:
+    return "unknown device error " + std::to_string(code) + at;
+  }
+}
+
+} // namespace mgc::backend::cuda

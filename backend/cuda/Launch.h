@@ -1,0 +1,156 @@
+// The kernel launchers of the CUDA backend: plain functions on device
+// pointers and sizes, one per kernel family, defined in the .cu files and
+// called by the op dispatch (CudaKernels.cpp). This header sees no IR, so
+// that nvcc compiles only the kernels; every launcher enqueues its work on
+// `Launch::stream` and returns the launch's error (never synchronises).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace mgc::backend::cuda {
+
+// Element types, in the order of ir::DType (CudaKernels.cpp checks it).
+enum class Dt : uint8_t { F32, BF16, F16, F64, I32, I64 };
+
+// A run-time error found by a kernel (an id out of range, an integer division
+// by zero, a cast with no integer result). The first op that fails owns the
+// record; it keeps the smallest failing element, and a one-thread kernel
+// after the op (launchNoteValue) copies that element's value, so that the
+// host can report what the CPU backend reports.
+struct DeviceError {
+  uint64_t owner;   // ((step + 1) << 8) | code; 0: no error
+  uint64_t element; // smallest failing element (all ones: none)
+  int64_t intValue; // the failing element's value (ids, divisors)
+  double realValue; // the failing element's value (casts)
+};
+enum ErrorCode : uint32_t {
+  kIdOutOfRange = 1,
+  kDivisionByZero = 2,
+  kCastOutOfRange = 3,
+};
+
+// Where a launcher enqueues and reports: the executor's stream, its error
+// record and the position of the op in the step.
+struct Launch {
+  cudaStream_t stream = nullptr;
+  DeviceError *error = nullptr;
+  int32_t step = 0;
+};
+
+// Copies element `error->element` of `src` into the record, if the op of
+// `launch.step` owns it.
+cudaError_t launchNoteValue(const Launch &launch, const void *src, Dt dt);
+
+// --- Elementwise (KernelsElementwise.cu): y[s] from x[s] (and b[s]).
+enum class Unary : uint8_t {
+  Neg,
+  Exp,
+  Log,
+  Sqrt,
+  Rsqrt,
+  Tanh,
+  Relu,
+  Gelu,
+  Sigmoid,
+  Cos
+};
+enum class Binary : uint8_t {
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Minimum,
+  Maximum,
+  ReluGrad,
+  GeluGrad,
+  SigmoidGrad,
+  TanhGrad
+};
+
+// out[0..n) = value (already rounded to dt).
+cudaError_t launchFill(const Launch &launch, void *out, Dt dt, double value,
+                       int64_t n);
+cudaError_t launchCast(const Launch &launch, const void *x, Dt from, void *y,
+                       Dt to, int64_t n);
+cudaError_t launchUnary(const Launch &launch, Unary op, Dt dt, const void *x,
+                        void *y, int64_t n);
+cudaError_t launchBinary(const Launch &launch, Binary op, Dt dt, const void *a,
+                         const void *b, void *y, int64_t n);
+// Element i dropped when uniform01(seed, stream, i) < p (support/Random.h).
+cudaError_t launchDropout(const Launch &launch, Dt dt, const void *x, void *y,
+                          int64_t n, double p, uint64_t seed,
+                          uint64_t randomStream);
+
+// --- Shape ops and reductions (KernelsShape.cu).
+constexpr int kMaxRank = 8;
+struct Strided {
+  int32_t rank = 0;
+  int64_t shape[kMaxRank] = {};
+  int64_t strides[kMaxRank] = {};
+};
+// y[n] = in[base + sum_d idx_d(n) * strides[d]] over the row-major indices
+// of `out.shape`, elements of `elemBytes` (2, 4 or 8) bytes.
+cudaError_t launchGather(const Launch &launch, const void *in, int64_t base,
+                         const Strided &out, void *y, int elemBytes);
+
+enum class Reduce : uint8_t { Sum, Mean, Max };
+// The kept axes (making the outputs, in order) and the reduced ones, with
+// input strides; `count` elements fold into each output.
+struct ReduceShape {
+  Strided kept, reduced;
+  int64_t count = 1;
+  int64_t outputs = 1;
+};
+cudaError_t launchReduce(const Launch &launch, Reduce kind, Dt dt,
+                         const void *x, void *y, const ReduceShape &s);
+// dy[outputs], x, y[outputs] -> dx: dy shared among the ties of the max.
+cudaError_t launchMaxGrad(const Launch &launch, Dt dt, const void *dy,
+                          const void *x, const void *y, void *dx,
+                          const ReduceShape &s);
+
+// --- Normalisations, losses, lookups, attention (KernelsNN.cu).
+// outer * inner lines of `dim` elements `inner` apart.
+struct Lines {
+  int64_t outer = 1, dim = 1, inner = 1;
+};
+cudaError_t launchSoftmax(const Launch &launch, Dt dt, const void *x, void *y,
+                          Lines lines, bool logarithm);
+cudaError_t launchSoftmaxGrad(const Launch &launch, Dt dt, const void *dy,
+                              const void *y, void *dx, Lines lines,
+                              bool logarithm);
+cudaError_t launchLayernorm(const Launch &launch, Dt dt, const void *x,
+                            const void *gamma, const void *beta, void *y,
+                            int64_t rows, int64_t d, double eps);
+cudaError_t launchLayernormGradX(const Launch &launch, Dt dt, const void *dy,
+                                 const void *x, const void *gamma, void *dx,
+                                 int64_t rows, int64_t d, double eps);
+// Entries above the diagonal of each [t, t] matrix set to -inf (mask) or 0.
+cudaError_t launchCausalMask(const Launch &launch, Dt dt, const void *x,
+                             void *y, int64_t matrices, int64_t t,
+                             bool negInfinity);
+cudaError_t launchEmbedding(const Launch &launch, Dt idDt, const void *ids,
+                            int64_t count, const void *table, int64_t vocab,
+                            int64_t d, int elemBytes, void *out);
+cudaError_t launchEmbeddingGrad(const Launch &launch, Dt dt, Dt idDt,
+                                const void *dy, const void *ids, int64_t count,
+                                int64_t rows, int64_t d, void *out);
+// `partial` holds `positions` doubles (the executor's scratch space).
+cudaError_t launchCrossEntropy(const Launch &launch, Dt dt, Dt idDt,
+                               const void *logits, const void *targets,
+                               int64_t positions, int64_t classes,
+                               double *partial, void *out);
+cudaError_t launchCrossEntropyGrad(const Launch &launch, Dt dt, Dt idDt,
+                                   const void *dy, const void *logits,
+                                   const void *targets, int64_t positions,
+                                   int64_t classes, void *out);
+cudaError_t launchMse(const Launch &launch, Dt dt, const void *a, const void *b,
+                      int64_t n, void *out);
+// Largest t the attention kernel takes (its scores live in shared memory).
+constexpr int64_t kMaxAttentionT = 6144;
+cudaError_t launchAttention(const Launch &launch, Dt dt, const void *q,
+                            const void *k, const void *v, void *out,
+                            int64_t heads, int64_t t, int64_t dh);
+
+} // namespace mgc::backend::cuda
