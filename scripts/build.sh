@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Installs dependencies if needed, configures and builds mgc into build/
 # (or $MGC_BUILD_DIR). Extra arguments go to the CMake configure step.
+# The CUDA backend is built where CMake finds nvcc (on PATH or at
+# /usr/local/cuda/bin/nvcc); MGC_CUDA=ON|OFF overrides. A machine without nvcc builds the CPU
+# backend only.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${MGC_BUILD_DIR:-$root/build}
 
 "$root/scripts/install-deps.sh"
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=${MGC_BUILD_TYPE:-RelWithDebInfo} "$@" >/dev/null
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=${MGC_BUILD_TYPE:-RelWithDebInfo} \
+  ${MGC_CUDA:+-DMGC_CUDA=$MGC_CUDA} "$@" >/dev/null
 cmake --build "$build" -- ${MGC_NINJA_FLAGS:-}

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds mgc and runs every test: the doctest unit tests and the lit +
 # FileCheck golden tests. Ends with one line "N passed, N failed".
+# Where no CUDA device can be used, the CUDA tests ("cuda: ..." unit tests,
+# tests/lit/cuda) pass without running their device checks and say why.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${MGC_BUILD_DIR:-$root/build}
