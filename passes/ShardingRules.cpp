@@ -355,6 +355,8 @@ constexpr RuleRow kRules[] = {
     // by rows: localizeOp makes them, in device programs only.
     {ir::OpKind::EmbeddingPart, ruleNone},
     {ir::OpKind::EmbeddingGradPart, ruleNone},
+    // Fusion runs on device programs and one-device steps, after placement.
+    {ir::OpKind::Fused, ruleNone},
     // Communication is inserted after propagation, from the placements.
     {ir::OpKind::AllReduce, ruleNone},
     {ir::OpKind::AllReduceMax, ruleNone},

@@ -5,6 +5,7 @@
 #include "backend/cpu/Kernels.h"
 
 #include "ir/Interpreter.h"
+#include "ir/ScalarMath.h"
 #include "support/Random.h"
 
 #include <cmath>
@@ -66,8 +67,6 @@ template <typename C> C wrapMul(C a, C b) {
   else
     return a * b;
 }
-
-const double kGeluC = std::sqrt(2.0 / std::numbers::pi);
 
 } // namespace
 
@@ -170,31 +169,19 @@ LogicalResult kernelSqrt(const KernelArgs &args) {
   return mapUnary(args, [](auto x) { return decltype(x)(std::sqrt(x)); });
 }
 LogicalResult kernelRsqrt(const KernelArgs &args) {
-  return mapUnary(args, [](auto x) {
-    using C = decltype(x);
-    return C(C(1) / std::sqrt(x));
-  });
+  return mapUnary(args, [](auto x) { return ir::scalar::rsqrt(x); });
 }
 LogicalResult kernelTanh(const KernelArgs &args) {
   return mapUnary(args, [](auto x) { return decltype(x)(std::tanh(x)); });
 }
 LogicalResult kernelRelu(const KernelArgs &args) {
-  // Written so that NaN propagates, as in the interpreter.
-  return mapUnary(args, [](auto x) { return x <= 0 ? decltype(x)(0) : x; });
+  return mapUnary(args, [](auto x) { return ir::scalar::relu(x); });
 }
 LogicalResult kernelGelu(const KernelArgs &args) {
-  return mapUnary(args, [](auto x) {
-    using C = decltype(x);
-    const C c = static_cast<C>(kGeluC);
-    return C(C(0.5) * x *
-             (C(1) + std::tanh(c * (x + C(0.044715) * x * x * x))));
-  });
+  return mapUnary(args, [](auto x) { return ir::scalar::gelu(x); });
 }
 LogicalResult kernelSigmoid(const KernelArgs &args) {
-  return mapUnary(args, [](auto x) {
-    using C = decltype(x);
-    return C(C(1) / (C(1) + std::exp(-x)));
-  });
+  return mapUnary(args, [](auto x) { return ir::scalar::sigmoid(x); });
 }
 
 // x[s] -> out[s]: element i is dropped when uniform01(seed, "dropout", i) < p
@@ -227,31 +214,24 @@ LogicalResult kernelDropout(const KernelArgs &args) {
 
 // dy[s], x[s] -> dx[s]: dy where x > 0.
 LogicalResult kernelReluGrad(const KernelArgs &args) {
-  return mapBinary(
-      args, [](auto dy, auto x) { return x > 0 ? dy : decltype(dy)(0); });
+  return mapBinary(args,
+                   [](auto dy, auto x) { return ir::scalar::reluGrad(dy, x); });
 }
 
 // dy[s], x[s] -> dx[s]: dy * gelu'(x).
 LogicalResult kernelGeluGrad(const KernelArgs &args) {
-  return mapBinary(args, [](auto dy, auto x) {
-    using C = decltype(x);
-    const C c = static_cast<C>(kGeluC);
-    C t = std::tanh(c * (x + C(0.044715) * x * x * x));
-    C du = c * (C(1) + C(3) * C(0.044715) * x * x);
-    return C(dy * (C(0.5) * (C(1) + t) + C(0.5) * x * (C(1) - t * t) * du));
-  });
+  return mapBinary(args,
+                   [](auto dy, auto x) { return ir::scalar::geluGrad(dy, x); });
 }
 
 // dy[s], y[s] -> dx[s] from the forward results.
 LogicalResult kernelSigmoidGrad(const KernelArgs &args) {
-  return mapBinary(args, [](auto dy, auto y) {
-    return decltype(y)(dy * y * (decltype(y)(1) - y));
-  });
+  return mapBinary(
+      args, [](auto dy, auto y) { return ir::scalar::sigmoidGrad(dy, y); });
 }
 LogicalResult kernelTanhGrad(const KernelArgs &args) {
-  return mapBinary(args, [](auto dy, auto y) {
-    return decltype(y)(dy * (decltype(y)(1) - y * y));
-  });
+  return mapBinary(args,
+                   [](auto dy, auto y) { return ir::scalar::tanhGrad(dy, y); });
 }
 
 // x[s] -> out[s]
@@ -260,17 +240,13 @@ LogicalResult kernelCos(const KernelArgs &args) {
 }
 
 // a[s], b[s] -> out[s]: the smaller / larger; NaN if either is NaN.
-template <bool IsMin> auto pick(auto a, auto b) {
-  if constexpr (!std::is_integral_v<decltype(a)>)
-    if (std::isnan(a) || std::isnan(b))
-      return std::numeric_limits<decltype(a)>::quiet_NaN();
-  return IsMin ? (b < a ? b : a) : (b > a ? b : a);
-}
 LogicalResult kernelMinimum(const KernelArgs &args) {
-  return mapBinary(args, [](auto a, auto b) { return pick<true>(a, b); });
+  return mapBinary(args,
+                   [](auto a, auto b) { return ir::scalar::pick<true>(a, b); });
 }
 LogicalResult kernelMaximum(const KernelArgs &args) {
-  return mapBinary(args, [](auto a, auto b) { return pick<false>(a, b); });
+  return mapBinary(
+      args, [](auto a, auto b) { return ir::scalar::pick<false>(a, b); });
 }
 
 } // namespace mgc::backend::cpu

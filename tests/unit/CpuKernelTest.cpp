@@ -203,6 +203,18 @@ bool buildCase(OpKind kind, OpCase &c) {
                    {"sizes", std::vector<int64_t>{3, 2}},
                    {"part", int64_t(0)}});
     break;
+  case OpKind::Fused: {
+    // Broadcast operands (a row, a scalar), a literal and a backward op in
+    // one expression, in the operands' type.
+    Value *a = c.x("a", {3, 4});
+    result = c.op(kind, {a, c.x("b", {4}), c.x("s", {})},
+                  {{"expr", std::string("mul(%0, %1); add(#0, %2); "
+                                        "gelu(#1); tanh_grad(#2, 0.25); "
+                                        "sub(#3, %0)")},
+                   {"shape", std::vector<int64_t>{3, 4}},
+                   {"dtype", ir::dtypeName(a->type().dtype).str()}});
+    break;
+  }
   default:
     return false;
   }

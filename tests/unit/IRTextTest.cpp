@@ -137,6 +137,11 @@ struct AllOpsModule {
     make(b, OpKind::EmbeddingPart, {rows, ids}, part);
     make(b, OpKind::EmbeddingGradPart, {att, ids}, part);
     make(b, OpKind::AllReduceMax, {rowMax}, {{"axis", std::string("tp")}});
+    make(b, OpKind::Fused, {x, gamma},
+         {{"expr", std::string("mul(%0, %1); add(#0, -0.5); gelu(#1)")},
+          {"shape", std::vector<int64_t>(x->type().shape.begin(),
+                                         x->type().shape.end())},
+          {"dtype", std::string("f32")}});
     b.setScope("");
     // Op kinds added to the table after this list was written (for example
     // the internal ops of passes) are built from whatever operands and

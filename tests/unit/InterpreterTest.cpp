@@ -456,6 +456,14 @@ TEST_CASE("interp: every op kind is evaluated") {
                       {"sizes", std::vector<int64_t>{2, 2}},
                       {"part", int64_t(0)}});
        }},
+      {OpKind::Fused,
+       [](InterpFixture &f) {
+         return f.op(OpKind::Fused,
+                     {f.randomInput("a", {2, 3}, 1), f.randomInput("b", {3}, 2)},
+                     {{"expr", std::string("mul(%0, %1); exp(#0)")},
+                      {"shape", std::vector<int64_t>{2, 3}},
+                      {"dtype", std::string("f64")}});
+       }},
       // Communication ops in a logical module change placements, not values.
       {OpKind::AllReduce, unary(OpKind::AllReduce, {{"axis", std::string("dp")}})},
       {OpKind::AllReduceMax,

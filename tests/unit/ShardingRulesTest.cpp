@@ -565,7 +565,7 @@ TEST_CASE("sharding rules: every listed signature computes the logical op") {
   // have no rule to check.
   auto deviceOnly = [](OpKind k) {
     return k == OpKind::LocalSplit || k == OpKind::EmbeddingPart ||
-           k == OpKind::EmbeddingGradPart;
+           k == OpKind::EmbeddingGradPart || k == OpKind::Fused;
   };
   for (const OpInfo &info : allOpInfos())
     if (!info.has(kCollective) && !deviceOnly(info.kind)) {

@@ -1,0 +1,227 @@
+// fuse: groups chains of elementwise ops into `fused` ops (ir/FusedExpr.h),
+// so that a backend reads the chain's inputs and writes its result once
+// instead of once per op. Runs on a built step (one device's, or a device
+// program), after every other pass; both backends run the fused ops.
+//
+// The ops are visited in order. A floating-point elementwise op (add ...
+// maximum, the elementwise backward ops, cast between floating types)
+// starts a group, and takes in the group of each operand made by such an
+// op when that value has no other use (nor is an output or an update): a
+// group has one result, its last op's. Scalar constants become literals of
+// the expression, and a broadcast feeding the group is read through (the
+// fused op broadcasts its operands itself). Groups of one op stay as they
+// are. An op of bf16 or f16 rounds its result as the unfused op would
+// (a cast instruction), so fusing never changes a result.
+#include "passes/Pass.h"
+
+#include "ir/FusedExpr.h"
+#include "ir/Interpreter.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+
+#include <map>
+
+namespace mgc::passes {
+
+using ir::Op;
+using ir::Value;
+
+namespace {
+
+std::optional<ir::FusedOp> fusedOpOf(const Op &op) {
+  using K = ir::OpKind;
+  using F = ir::FusedOp;
+  switch (op.kind()) {
+  case K::Add: return F::Add;
+  case K::Sub: return F::Sub;
+  case K::Mul: return F::Mul;
+  case K::Div: return F::Div;
+  case K::Minimum: return F::Minimum;
+  case K::Maximum: return F::Maximum;
+  case K::ReluGrad: return F::ReluGrad;
+  case K::GeluGrad: return F::GeluGrad;
+  case K::SigmoidGrad: return F::SigmoidGrad;
+  case K::TanhGrad: return F::TanhGrad;
+  case K::Neg: return F::Neg;
+  case K::Exp: return F::Exp;
+  case K::Log: return F::Log;
+  case K::Sqrt: return F::Sqrt;
+  case K::Rsqrt: return F::Rsqrt;
+  case K::Tanh: return F::Tanh;
+  case K::Relu: return F::Relu;
+  case K::Gelu: return F::Gelu;
+  case K::Sigmoid: return F::Sigmoid;
+  case K::Cos: return F::Cos;
+  default: return std::nullopt;
+  }
+}
+
+// The cast instruction that rounds to `dtype`.
+ir::FusedOp castTo(ir::DType dtype) {
+  switch (dtype) {
+  case ir::DType::BF16: return ir::FusedOp::CastBF16;
+  case ir::DType::F16: return ir::FusedOp::CastF16;
+  case ir::DType::F64: return ir::FusedOp::CastF64;
+  default: return ir::FusedOp::CastF32;
+  }
+}
+
+bool isFloat(const Value *v) { return !ir::isInteger(v->type().dtype); }
+
+// What a group member computes: the instruction, and whether it is an op
+// the pass can take at all.
+std::optional<ir::FusedOp> instructionOf(const Op &op) {
+  if (!isFloat(op.result()))
+    return std::nullopt;
+  for (const Value *v : op.operands())
+    if (!isFloat(v))
+      return std::nullopt;
+  if (op.kind() == ir::OpKind::Cast)
+    return castTo(op.type().dtype);
+  return fusedOpOf(op);
+}
+
+// f64 groups compute in f64, the others in f32: the two do not mix.
+bool sameCompute(const Value *a, const Value *b) {
+  return (a->type().dtype == ir::DType::F64) ==
+         (b->type().dtype == ir::DType::F64);
+}
+
+class Fuser {
+public:
+  explicit Fuser(ir::Graph &g) : g_(g), uses_(g.useCounts()) {}
+
+  LogicalResult run(DiagnosticEngine &diag) {
+    std::vector<Op *> order;
+    for (auto &op : g_.ops())
+      order.push_back(op.get());
+    for (Op *op : order) {
+      if (!instructionOf(*op))
+        continue;
+      std::vector<Op *> members;
+      for (Value *v : op->operands()) {
+        Op *def = v->definingOp();
+        auto it = def ? groupOf_.find(def) : groupOf_.end();
+        if (it == groupOf_.end() || uses_.lookup(v) != 1 ||
+            !sameCompute(v, op->result()))
+          continue;
+        for (Op *m : it->second)
+          members.push_back(m);
+        groupOf_.erase(it);
+      }
+      members.push_back(op);
+      groupOf_[op] = std::move(members);
+    }
+    for (auto &[root, members] : groupOf_)
+      if (members.size() >= 2 && failed(fuse(root, members, diag)))
+        return failure();
+    g_.eraseOpsIf([&](const Op &op) { return erase_.count(&op) > 0; });
+    // Constants and broadcasts the groups read through, if now unused (a
+    // broadcast first, then the constant it broadcast).
+    for (size_t before = 0; before != g_.numOps();) {
+      before = g_.numOps();
+      llvm::DenseMap<const Value *, unsigned> uses = g_.useCounts();
+      g_.eraseOpsIf([&](const Op &op) {
+        return absorbed_.count(&op) && !uses.lookup(op.result());
+      });
+    }
+    return success();
+  }
+
+private:
+  LogicalResult fuse(Op *root, std::vector<Op *> members,
+                     DiagnosticEngine &diag) {
+    // Graph order, so that every member's operands come first.
+    llvm::DenseMap<const Op *, size_t> position;
+    size_t i = 0;
+    for (auto &op : g_.ops())
+      position[op.get()] = i++;
+    std::sort(members.begin(), members.end(), [&](Op *a, Op *b) {
+      return position[a] < position[b];
+    });
+    ir::FusedExpr expr;
+    std::vector<Value *> operands;
+    llvm::DenseMap<const Value *, int64_t> operandIndex, resultIndex;
+    auto argOf = [&](Value *v) -> ir::FusedArg {
+      if (auto it = resultIndex.find(v); it != resultIndex.end())
+        return {ir::FusedArg::Kind::Result, it->second, 0};
+      Op *def = v->definingOp();
+      if (def && def->kind() == ir::OpKind::Broadcast &&
+          isFloat(def->operand(0)) &&
+          def->operand(0)->type().dtype == v->type().dtype) {
+        absorbed_.insert(def);
+        v = def->operand(0);
+        def = v->definingOp();
+      }
+      if (def && def->kind() == ir::OpKind::Constant) {
+        absorbed_.insert(def);
+        return {ir::FusedArg::Kind::Literal, 0,
+                ir::roundToDType(def->attrs().getFloat("value"),
+                                 v->type().dtype)};
+      }
+      auto [it, inserted] = operandIndex.try_emplace(v, operands.size());
+      if (inserted)
+        operands.push_back(v);
+      return {ir::FusedArg::Kind::Operand, it->second, 0};
+    };
+    for (Op *m : members) {
+      ir::FusedInstr in{*instructionOf(*m), {}};
+      for (Value *v : m->operands())
+        in.args.push_back(argOf(v));
+      expr.instrs.push_back(std::move(in));
+      int64_t index = static_cast<int64_t>(expr.instrs.size()) - 1;
+      // The unfused op stores its result in its own type: round as it would.
+      ir::DType dt = m->type().dtype;
+      bool rounds = dt == ir::DType::BF16 || dt == ir::DType::F16;
+      if (rounds && m != root && m->kind() != ir::OpKind::Cast) {
+        expr.instrs.push_back(
+            {castTo(dt), {{ir::FusedArg::Kind::Result, index, 0}}});
+        ++index;
+      }
+      resultIndex[m->result()] = index;
+    }
+    auto pos = g_.ops().begin();
+    while (pos->get() != root)
+      ++pos;
+    const ir::TensorType &t = root->type();
+    Op *fused = g_.createOpBefore(
+        pos, ir::OpKind::Fused, operands,
+        {{"expr", expr.str()},
+         {"shape", std::vector<int64_t>(t.shape.begin(), t.shape.end())},
+         {"dtype", ir::dtypeName(t.dtype).str()}},
+        t, root->loc(), root->scope());
+    fused->result()->setSharding(root->result()->sharding());
+    std::string error;
+    if (!ir::FusedExpr::parse(expr.str(), operands.size(), error)) {
+      diag.error(root->loc(), "fuse: " + error + " (internal error)");
+      return failure();
+    }
+    g_.replaceAllUsesWith(root->result(), fused->result());
+    for (Op *m : members)
+      erase_.insert(m);
+    return success();
+  }
+
+  ir::Graph &g_;
+  llvm::DenseMap<const Value *, unsigned> uses_;
+  // Open groups by their last op (the only member used outside).
+  std::map<Op *, std::vector<Op *>> groupOf_;
+  llvm::DenseSet<const Op *> erase_, absorbed_;
+};
+
+class FusePass : public Pass {
+public:
+  llvm::StringRef name() const override { return "fuse"; }
+  LogicalResult run(ir::Module &module, DiagnosticEngine &diag) override {
+    return Fuser(module.graph()).run(diag);
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Pass> createFusePass() {
+  return std::make_unique<FusePass>();
+}
+
+} // namespace mgc::passes
