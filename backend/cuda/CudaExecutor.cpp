@@ -236,8 +236,29 @@ std::unique_ptr<CudaExecutor> CudaExecutor::create(const Executable &exe,
   return std::unique_ptr<CudaExecutor>(new CudaExecutor(std::move(state)));
 }
 
+FailureOr<runtime::Tensor>
+CudaExecutor::readArgument(const std::string &name, DiagnosticEngine &diag) {
+  State &s = *s_;
+  const ir::Value *v = s.exe.module->graph().findArgument(name);
+  if (!v) {
+    diag.error("'" + name +
+               "' is not an input, parameter or state of the model");
+    return failure();
+  }
+  runtime::Tensor t(v->type());
+  if (t.nbytes() &&
+      (failed(MGC_CUDA_CHECK(cudaMemcpyAsync(t.data(), s.tensorOf(v).data,
+                                             t.nbytes(), cudaMemcpyDeviceToHost,
+                                             s.stream),
+                             diag, nullptr)) ||
+       failed(MGC_CUDA_CHECK(cudaStreamSynchronize(s.stream), diag, nullptr))))
+    return failure();
+  return t;
+}
+
 FailureOr<RunResult> CudaExecutor::run(const NamedTensors &arguments,
-                                       DiagnosticEngine &diag) {
+                                       DiagnosticEngine &diag,
+                                       const RunControl &control) {
   State &s = *s_;
   // Check and bind the arguments (the CPU executor's messages).
   unsigned before = diag.errorCount();
@@ -267,6 +288,8 @@ FailureOr<RunResult> CudaExecutor::run(const NamedTensors &arguments,
 
   for (size_t i = 0; i < bound.size(); ++i)
     if (bound[i]->nbytes() &&
+        !(control.resident &&
+          control.resident->count(s.arguments[i]->name())) &&
         failed(MGC_CUDA_CHECK(
             cudaMemcpyAsync(s.base + s.layout.argumentOffsets[i],
                             bound[i]->data(), bound[i]->nbytes(),
@@ -301,9 +324,23 @@ FailureOr<RunResult> CudaExecutor::run(const NamedTensors &arguments,
   for (const ir::Output &o : graph.outputs())
     if (!copyOut(o.value, result.outputs, o.name))
       return failure();
-  for (const ir::Update &u : graph.updates())
-    if (!copyOut(u.value, result.updates, u.target->name()))
+  for (const ir::Update &u : graph.updates()) {
+    if (!control.updatesStayOnDevice) {
+      if (!copyOut(u.value, result.updates, u.target->name()))
+        return failure();
+      continue;
+    }
+    // Every update reads values from before the step: the copies come after
+    // every kernel.
+    uint64_t bytes = typeBytes(u.value->type());
+    if (bytes &&
+        failed(MGC_CUDA_CHECK(cudaMemcpyAsync(s.tensorOf(u.target).data,
+                                              s.tensorOf(u.value).data, bytes,
+                                              cudaMemcpyDeviceToDevice,
+                                              s.stream),
+                              diag, nullptr)))
       return failure();
+  }
   DeviceError error{};
   if (failed(MGC_CUDA_CHECK(cudaMemcpyAsync(&error, s.errorRecord(),
                                             sizeof(error),

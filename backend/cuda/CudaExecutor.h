@@ -14,12 +14,25 @@
 #include "support/Result.h"
 
 #include <memory>
+#include <set>
 #include <string>
 
 namespace mgc::backend::cuda {
 
 using cpu::NamedTensors;
 using cpu::RunResult;
+
+// How one run treats the argument buffers, for a caller (a session) that
+// keeps parameters and optimizer state on the device between steps.
+struct RunControl {
+  // The arguments whose device buffers already hold their values (from an
+  // earlier run): not copied in (they must still be given, for the checks).
+  const std::set<std::string> *resident = nullptr;
+  // Copy each update's new value into its target's argument buffer on the
+  // device at the end of the step, instead of returning it
+  // (RunResult::updates stays empty; readArgument fetches a value).
+  bool updatesStayOnDevice = false;
+};
 
 struct CudaOptions {
   // Capture the step's kernels as a CUDA Graph on the first run and replay
@@ -46,7 +59,12 @@ public:
   // run-time error found by a kernel is reported at its op's location, in
   // the CPU backend's words).
   FailureOr<RunResult> run(const NamedTensors &arguments,
-                           DiagnosticEngine &diag);
+                           DiagnosticEngine &diag,
+                           const RunControl &control = {});
+  // The value now in the device buffer of argument `name` (after runs that
+  // kept their updates on the device).
+  FailureOr<runtime::Tensor> readArgument(const std::string &name,
+                                          DiagnosticEngine &diag);
 
   const Executable &executable() const;
   // Bytes of the one device allocation.

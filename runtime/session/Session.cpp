@@ -75,10 +75,56 @@ session::runProgram(Session::Impl &impl, bool step,
                     const backend::cpu::NamedTensors &arguments,
                     DiagnosticEngine &diag) {
 #if MGC_HAVE_CUDA
-  if (auto &cuda = step ? impl.cudaStep : impl.cudaForward)
-    return cuda->run(arguments, diag);
+  if (step && impl.cudaStep) {
+    // Parameters and state stay on the device: only the inputs (and, after
+    // a change on the host, everything) are copied in.
+    std::set<std::string> resident;
+    if (impl.deviceCurrent)
+      for (const auto &[name, tensor] : impl.persistent)
+        resident.insert(name);
+    backend::cuda::RunControl control{&resident, true};
+    auto result = impl.cudaStep->run(arguments, diag, control);
+    if (result.failed())
+      return failure();
+    impl.deviceCurrent = impl.hostStale = true;
+    // The step counter is read after every step (stepCount).
+    if (impl.persistent.count(passes::kStepStateName)) {
+      auto counter =
+          impl.cudaStep->readArgument(passes::kStepStateName, diag);
+      if (counter.failed())
+        return failure();
+      result->updates.emplace(passes::kStepStateName, std::move(*counter));
+    }
+    return result;
+  }
+  if (!step && impl.cudaForward) {
+    if (failed(session::syncHost(impl, diag)))
+      return failure();
+    return impl.cudaForward->run(arguments, diag);
+  }
 #endif
   return (step ? impl.stepRunner : impl.forwardRunner)->run(arguments, diag);
+}
+
+LogicalResult session::syncHost(Session::Impl &impl, DiagnosticEngine &diag) {
+#if MGC_HAVE_CUDA
+  if (!impl.cudaStep || !impl.hostStale)
+    return success();
+  for (const ir::Update &u : impl.stepExe->module->graph().updates()) {
+    auto value = impl.cudaStep->readArgument(u.target->name(), diag);
+    if (value.failed())
+      return failure();
+    impl.persistent.insert_or_assign(u.target->name(), std::move(*value));
+  }
+  impl.hostStale = false;
+#endif
+  return success();
+}
+
+void session::hostChanged(Session::Impl &impl) {
+#if MGC_HAVE_CUDA
+  impl.deviceCurrent = false;
+#endif
 }
 
 int64_t session::stepCount(const Session::Impl &impl) {
@@ -379,6 +425,8 @@ Result<StepResult> Session::step() {
 
 Result<std::map<std::string, Tensor>> Session::forward() {
   DiagnosticCollector c(impl_.get());
+  if (failed(session::syncHost(*impl_, c.diag())))
+    return c.status();
   auto args = gatherArguments(*impl_->forwardExe->module, *impl_, c.diag());
   if (args.failed())
     return c.status();
@@ -396,6 +444,9 @@ Result<Tensor> Session::parameter(const std::string &name) const {
     return Status::error("error: the model has no parameter '" + name +
                          "'; its parameters are " +
                          listNames(*impl_->main, ir::ValueKind::Param));
+  DiagnosticCollector c(impl_.get());
+  if (failed(session::syncHost(*impl_, c.diag())))
+    return c.status();
   return fromRuntime(impl_->persistent.at(name));
 }
 
@@ -411,7 +462,11 @@ Status Session::setParameter(const std::string &name, const Tensor &value) {
   if (want != got)
     return Status::error("error: parameter '" + name + "' is " + want +
                          ", got " + got);
+  DiagnosticCollector c(impl_.get());
+  if (failed(session::syncHost(*impl_, c.diag())))
+    return c.status();
   impl_->persistent.insert_or_assign(name, toRuntime(value));
+  session::hostChanged(*impl_);
   return Status::ok();
 }
 

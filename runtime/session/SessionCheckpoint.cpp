@@ -9,6 +9,9 @@
 namespace mgc {
 
 Status Session::saveCheckpoint(const std::string &path) const {
+  DiagnosticCollector sync(impl_.get());
+  if (failed(session::syncHost(*impl_, sync.diag())))
+    return sync.status();
   runtime::Checkpoint c;
   c.info.step = session::stepCount(*impl_);
   c.info.optimizer = impl_->optimizer;
@@ -54,8 +57,12 @@ Status Session::loadCheckpoint(const std::string &path) {
     if (arg->kind() == ir::ValueKind::Param && !c.tensors.count(arg->name()))
       return refuse("it has no tensor for parameter '" + arg->name() + "'");
   // Optimizer state missing from the file (weights only) keeps its value.
+  DiagnosticCollector sync(impl_.get());
+  if (failed(session::syncHost(*impl_, sync.diag())))
+    return sync.status();
   for (const auto &[name, t] : c.tensors)
     impl_->persistent.insert_or_assign(name, t);
+  session::hostChanged(*impl_);
   // The run's seed travels with its checkpoints.
   if (!c.info.sourceHash.empty())
     impl_->seed = c.info.seed;

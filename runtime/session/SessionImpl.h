@@ -29,6 +29,11 @@ struct Session::Impl {
   // On the CUDA backend: the executors of the step (if any) and the forward
   // program, instead of stepRunner and forwardRunner.
   std::unique_ptr<backend::cuda::CudaExecutor> cudaStep, cudaForward;
+  // The CUDA step keeps parameters and state on the device between steps.
+  // deviceCurrent: its argument buffers hold every persistent tensor (none
+  // changed on the host since); hostStale: `persistent` is older than the
+  // device (session::syncHost fetches it).
+  bool deviceCurrent = false, hostStale = false;
 #endif
   // The training step on a mesh (instead of stepExe/stepRunner).
   std::unique_ptr<session::MeshRunner> meshRunner;
@@ -52,6 +57,12 @@ const ir::Value *findArgument(const Session::Impl &impl,
                               const std::string &name, ir::ValueKind kind);
 // Steps done: the value of the optimizer's step counter (0 without one).
 int64_t stepCount(const Session::Impl &impl);
+// Brings `persistent` up to date with the device after CUDA steps (a no-op
+// otherwise); call before reading it.
+LogicalResult syncHost(Session::Impl &impl, DiagnosticEngine &diag);
+// Says that `persistent` was changed on the host: the next CUDA step copies
+// it to the device. Call after writing it.
+void hostChanged(Session::Impl &impl);
 // Runs the training step (`step`) or the forward program on the session's
 // backend (not the mesh).
 FailureOr<backend::cpu::RunResult>

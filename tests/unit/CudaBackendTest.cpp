@@ -8,6 +8,8 @@
 
 #include "ir/Builder.h"
 
+#include <set>
+
 namespace mgc::backend::testing {
 namespace {
 
@@ -95,19 +97,21 @@ TEST_CASE("cuda: sessions choose their backend") {
   }
 }
 
-// Every single-device op of the table runs on CUDA; the multi-device ops
-// say they do not, by name.
+// Every op of the table runs on CUDA except those of multi-device programs
+// and the ones listed as not supported yet (docs/cuda-backend.md); a new op
+// must join one or the other.
 TEST_CASE("cuda: every op of a one-device program has a CUDA kernel") {
+  const std::set<std::string> notYet = {
+      "local_split", "sum_exp", "class_logit", "cross_entropy_grad_stats",
+      "embedding_part", "embedding_grad_part",
+      // Fused elementwise chains (the fuse pass, not in the default
+      // pipeline).
+      "fused"};
   for (const ir::OpInfo &info : ir::allOpInfos()) {
-    bool multiDevice =
-        info.has(ir::kCollective) || info.kind == ir::OpKind::LocalSplit ||
-        info.kind == ir::OpKind::SumExp ||
-        info.kind == ir::OpKind::ClassLogit ||
-        info.kind == ir::OpKind::CrossEntropyGradStats ||
-        info.kind == ir::OpKind::EmbeddingPart ||
-        info.kind == ir::OpKind::EmbeddingGradPart;
+    bool unsupported =
+        info.has(ir::kCollective) || notYet.count(info.name.str());
     INFO("op " << info.name.str());
-    CHECK(bool(cuda::cudaKernelFor(info.kind)) == !multiDevice);
+    CHECK(bool(cuda::cudaKernelFor(info.kind)) == !unsupported);
   }
 }
 

@@ -7,6 +7,9 @@
 
 #include "mgc/Session.h"
 
+#include <cstdio>
+#include <unistd.h>
+
 namespace mgc::backend::testing {
 namespace {
 
@@ -113,6 +116,57 @@ TEST_CASE("cuda: GPT training steps match the CPU backend") {
                                              {"L", "2"},  {"B", "2"}};
   trainBoth("gpt.mg", tiny, 8, 3, false);
   trainBoth("gpt.mg", tiny, 8, 3, true);
+}
+
+// The state a session keeps on the device is what its checkpoints save and
+// what setParameter replaces.
+TEST_CASE("cuda: checkpoints and setParameter see the device state") {
+  if (skipWithoutCuda())
+    return;
+  SessionOptions options;
+  options.defines = {{"B", "8"}, {"D", "12"}, {"H", "16"}, {"C", "4"}};
+  options.seed = 5;
+  auto cpu = Session::create(sample("mlp.mg"), options);
+  options.backend = "cuda";
+  auto gpu = Session::create(sample("mlp.mg"), options);
+  REQUIRE(cpu);
+  REQUIRE(gpu);
+  auto stepBoth = [&](uint64_t seed) {
+    for (auto &[name, t] : batch(**cpu, seed, 4)) {
+      REQUIRE((*cpu)->feed(name, t));
+      REQUIRE((*gpu)->feed(name, t));
+    }
+    auto a = (*cpu)->step(), b = (*gpu)->step();
+    REQUIRE(a);
+    REQUIRE(b);
+    CHECK(std::fabs(a->loss - b->loss) <= 1e-5 * std::max(1.0, a->loss));
+  };
+  stepBoth(1);
+  stepBoth(2);
+  std::string path = "/tmp/mgc-cuda-ckpt-" + std::to_string(::getpid()) +
+                     ".safetensors";
+  REQUIRE((*gpu)->saveCheckpoint(path));
+  options.backend = "cpu";
+  auto restored = Session::create(sample("mlp.mg"), options);
+  REQUIRE(restored);
+  REQUIRE((*restored)->loadCheckpoint(path));
+  std::remove(path.c_str());
+  CHECK((*restored)->stepCount() == 2);
+  for (const TensorInfo &p : (*cpu)->parameters()) {
+    INFO("parameter " << p.name);
+    std::vector<float> want = (*cpu)->parameter(p.name)->toFloats();
+    std::vector<float> got = (*restored)->parameter(p.name)->toFloats();
+    double scale = std::max(maxAbs(want), 1e-30), worst = 0;
+    for (size_t i = 0; i < want.size(); ++i)
+      worst = std::max(worst, std::fabs(double(got[i]) - want[i]) / scale);
+    CHECK(worst <= 1e-4);
+  }
+  // A parameter set on the host reaches the device at the next step.
+  TensorInfo w1 = (*cpu)->parameters().front();
+  Tensor zeros = Tensor::zeros(w1.dtype, w1.shape);
+  REQUIRE((*cpu)->setParameter(w1.name, zeros));
+  REQUIRE((*gpu)->setParameter(w1.name, zeros));
+  stepBoth(3);
 }
 
 #endif
