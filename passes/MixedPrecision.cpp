@@ -266,8 +266,14 @@ private:
     } else {
       out = make(OpKind::Cast, {v}, {{"dtype", dtype}});
     }
-    if (out)
-      casts_[key] = out;
+    if (!out)
+      return nullptr;
+    // A placement asked of the value (a shard hint on a weight) is asked of
+    // its copy too, so tensor parallelism splits the bf16 weight as it
+    // would split the f32 one instead of choosing anew for the copy.
+    if (!v->sharding().empty() && out->sharding().empty())
+      out->setSharding(v->sharding());
+    casts_[key] = out;
     return out;
   }
 
