@@ -20,8 +20,8 @@ llvm::StringRef shortFile(const char *file) {
 LogicalResult report(std::string message, DiagnosticEngine &diag,
                      const ir::Op *op) {
   if (op)
-    diag.error(op->loc(), "op '" + op->name().str() + "' on the CUDA device: " +
-                              message);
+    diag.error(op->loc(),
+               "op '" + op->name().str() + "' on the CUDA device: " + message);
   else
     diag.error(message);
   return failure();

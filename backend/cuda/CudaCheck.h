@@ -33,5 +33,5 @@ std::string describeCudaFailure(const char *call, const char *file, int line,
   ::mgc::backend::cuda::checkCuda((call), #call, __FILE__, __LINE__, (diag),   \
                                   (op))
 #define MGC_CUBLAS_CHECK(call, diag, op)                                       \
-  ::mgc::backend::cuda::checkCublas((call), #call, __FILE__, __LINE__,         \
-                                    (diag), (op))
+  ::mgc::backend::cuda::checkCublas((call), #call, __FILE__, __LINE__, (diag), \
+                                    (op))

@@ -21,8 +21,8 @@ std::string runtimeVersion() {
 std::optional<std::string> probe() {
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
-  std::string call = std::string(" (cudaGetDeviceCount: ") +
-                     cudaGetErrorName(e) + ")";
+  std::string call =
+      std::string(" (cudaGetDeviceCount: ") + cudaGetErrorName(e) + ")";
   switch (e) {
   case cudaSuccess:
     if (count == 0)

@@ -22,7 +22,7 @@ inline bool cudaAvailable() { return !cudaUnavailableReason(); }
 
 struct CudaDeviceInfo {
   int ordinal = 0;
-  std::string name;    // "NVIDIA H200"
+  std::string name;         // "NVIDIA H200"
   int major = 0, minor = 0; // compute capability
   uint64_t totalBytes = 0, freeBytes = 0;
 };

@@ -208,9 +208,9 @@ std::unique_ptr<CudaExecutor> CudaExecutor::create(const Executable &exe,
           cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), diag,
           nullptr)) ||
       failed(MGC_CUBLAS_CHECK(cublasLtCreate(&s.lt), diag, nullptr)) ||
-      failed(MGC_CUDA_CHECK(cudaMalloc(reinterpret_cast<void **>(&s.base),
-                                       s.layout.total),
-                            diag, nullptr)))
+      failed(MGC_CUDA_CHECK(
+          cudaMalloc(reinterpret_cast<void **>(&s.base), s.layout.total), diag,
+          nullptr)))
     return nullptr;
 
   for (const auto &arg : graph.arguments()) {
@@ -221,13 +221,12 @@ std::unique_ptr<CudaExecutor> CudaExecutor::create(const Executable &exe,
     s.offsetOf[ops[i]->result()] = exe.plan.slots[i].offset;
   for (uint32_t i : exe.order) {
     const ir::Op *op = ops[i];
-    State::Step step{op, cudaKernelFor(op->kind()), {}, s.tensorOf(op->result()),
-                     nullptr};
+    State::Step step{
+        op, cudaKernelFor(op->kind()), {}, s.tensorOf(op->result()), nullptr};
     for (const ir::Value *v : op->operands())
       step.operands.push_back(s.tensorOf(v));
     if (op->kind() == ir::OpKind::Matmul) {
-      step.matmul =
-          MatmulPlan::create(*op, s.lt, options.workspaceBytes, diag);
+      step.matmul = MatmulPlan::create(*op, s.lt, options.workspaceBytes, diag);
       if (!step.matmul)
         return nullptr;
     }
@@ -236,8 +235,8 @@ std::unique_ptr<CudaExecutor> CudaExecutor::create(const Executable &exe,
   return std::unique_ptr<CudaExecutor>(new CudaExecutor(std::move(state)));
 }
 
-FailureOr<runtime::Tensor>
-CudaExecutor::readArgument(const std::string &name, DiagnosticEngine &diag) {
+FailureOr<runtime::Tensor> CudaExecutor::readArgument(const std::string &name,
+                                                      DiagnosticEngine &diag) {
   State &s = *s_;
   const ir::Value *v = s.exe.module->graph().findArgument(name);
   if (!v) {
@@ -290,11 +289,11 @@ FailureOr<RunResult> CudaExecutor::run(const NamedTensors &arguments,
     if (bound[i]->nbytes() &&
         !(control.resident &&
           control.resident->count(s.arguments[i]->name())) &&
-        failed(MGC_CUDA_CHECK(
-            cudaMemcpyAsync(s.base + s.layout.argumentOffsets[i],
-                            bound[i]->data(), bound[i]->nbytes(),
-                            cudaMemcpyHostToDevice, s.stream),
-            diag, nullptr)))
+        failed(
+            MGC_CUDA_CHECK(cudaMemcpyAsync(s.base + s.layout.argumentOffsets[i],
+                                           bound[i]->data(), bound[i]->nbytes(),
+                                           cudaMemcpyHostToDevice, s.stream),
+                           diag, nullptr)))
       return failure();
   // No error yet: owner 0, element all ones.
   if (failed(MGC_CUDA_CHECK(
@@ -334,18 +333,17 @@ FailureOr<RunResult> CudaExecutor::run(const NamedTensors &arguments,
     // every kernel.
     uint64_t bytes = typeBytes(u.value->type());
     if (bytes &&
-        failed(MGC_CUDA_CHECK(cudaMemcpyAsync(s.tensorOf(u.target).data,
-                                              s.tensorOf(u.value).data, bytes,
-                                              cudaMemcpyDeviceToDevice,
-                                              s.stream),
-                              diag, nullptr)))
+        failed(MGC_CUDA_CHECK(
+            cudaMemcpyAsync(s.tensorOf(u.target).data, s.tensorOf(u.value).data,
+                            bytes, cudaMemcpyDeviceToDevice, s.stream),
+            diag, nullptr)))
       return failure();
   }
   DeviceError error{};
-  if (failed(MGC_CUDA_CHECK(cudaMemcpyAsync(&error, s.errorRecord(),
-                                            sizeof(error),
-                                            cudaMemcpyDeviceToHost, s.stream),
-                            diag, nullptr)) ||
+  if (failed(
+          MGC_CUDA_CHECK(cudaMemcpyAsync(&error, s.errorRecord(), sizeof(error),
+                                         cudaMemcpyDeviceToHost, s.stream),
+                         diag, nullptr)) ||
       failed(MGC_CUDA_CHECK(cudaStreamSynchronize(s.stream), diag, nullptr)))
     return failure();
   if (error.owner != 0) {
@@ -353,11 +351,11 @@ FailureOr<RunResult> CudaExecutor::run(const NamedTensors &arguments,
     uint32_t code = static_cast<uint32_t>(error.owner & 0xff);
     if (step < s.steps.size()) {
       const ir::Op &op = *s.steps[step].op;
-      diag.error(op.loc(), "op %" + std::to_string(step) + " (" +
-                               op.name().str() + "): " +
-                               describeDeviceError(
-                                   op, code, static_cast<int64_t>(error.element),
-                                   error.intValue, error.realValue));
+      diag.error(
+          op.loc(),
+          "op %" + std::to_string(step) + " (" + op.name().str() + "): " +
+              describeDeviceError(op, code, static_cast<int64_t>(error.element),
+                                  error.intValue, error.realValue));
     } else {
       diag.error("a kernel reported an error of an unknown op");
     }

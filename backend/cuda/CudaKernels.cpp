@@ -13,14 +13,14 @@
 
 namespace mgc::backend::cuda {
 
-static_assert(static_cast<int>(Dt::F32) == static_cast<int>(ir::DType::F32) &&
-                  static_cast<int>(Dt::BF16) ==
-                      static_cast<int>(ir::DType::BF16) &&
-                  static_cast<int>(Dt::F16) == static_cast<int>(ir::DType::F16) &&
-                  static_cast<int>(Dt::F64) == static_cast<int>(ir::DType::F64) &&
-                  static_cast<int>(Dt::I32) == static_cast<int>(ir::DType::I32) &&
-                  static_cast<int>(Dt::I64) == static_cast<int>(ir::DType::I64),
-              "Dt mirrors ir::DType");
+static_assert(
+    static_cast<int>(Dt::F32) == static_cast<int>(ir::DType::F32) &&
+        static_cast<int>(Dt::BF16) == static_cast<int>(ir::DType::BF16) &&
+        static_cast<int>(Dt::F16) == static_cast<int>(ir::DType::F16) &&
+        static_cast<int>(Dt::F64) == static_cast<int>(ir::DType::F64) &&
+        static_cast<int>(Dt::I32) == static_cast<int>(ir::DType::I32) &&
+        static_cast<int>(Dt::I64) == static_cast<int>(ir::DType::I64),
+    "Dt mirrors ir::DType");
 
 Dt toDt(ir::DType dtype) { return static_cast<Dt>(dtype); }
 
@@ -39,19 +39,20 @@ LogicalResult fail(const CudaKernelArgs &args, const std::string &why) {
 
 // Copies the failing element of operand `i` into the error record.
 LogicalResult noteValue(const CudaKernelArgs &args, unsigned i) {
-  return CHECKED(launchNoteValue(args.launch, args.in[i].data,
-                                 toDt(args.in[i].dtype())));
+  return CHECKED(
+      launchNoteValue(args.launch, args.in[i].data, toDt(args.in[i].dtype())));
 }
 
-llvm::SmallVector<int64_t, kMaxRank> rowMajorStrides(
-    llvm::ArrayRef<int64_t> shape) {
+llvm::SmallVector<int64_t, kMaxRank>
+rowMajorStrides(llvm::ArrayRef<int64_t> shape) {
   llvm::SmallVector<int64_t, kMaxRank> strides(shape.size(), 1);
   for (size_t d = shape.size(); d-- > 1;)
     strides[d - 1] = strides[d] * shape[d];
   return strides;
 }
 
-Strided strided(llvm::ArrayRef<int64_t> shape, llvm::ArrayRef<int64_t> strides) {
+Strided strided(llvm::ArrayRef<int64_t> shape,
+                llvm::ArrayRef<int64_t> strides) {
   Strided s;
   s.rank = static_cast<int32_t>(shape.size());
   for (size_t d = 0; d < shape.size(); ++d) {
@@ -63,10 +64,9 @@ Strided strided(llvm::ArrayRef<int64_t> shape, llvm::ArrayRef<int64_t> strides) 
 
 LogicalResult gather(const CudaKernelArgs &args, int64_t base,
                      llvm::ArrayRef<int64_t> inStrides) {
-  return CHECKED(launchGather(args.launch, args.in[0].data, base,
-                              strided(args.out.shape(), inStrides),
-                              args.out.data,
-                              static_cast<int>(ir::dtypeBytes(args.out.dtype()))));
+  return CHECKED(launchGather(
+      args.launch, args.in[0].data, base, strided(args.out.shape(), inStrides),
+      args.out.data, static_cast<int>(ir::dtypeBytes(args.out.dtype()))));
 }
 
 ReduceShape reduceShape(const CudaKernelArgs &args, const ir::TensorType &in) {
@@ -120,8 +120,8 @@ LogicalResult binary(const CudaKernelArgs &args, Binary op) {
 
 // -> out[]: the constant in the op's dtype.
 LogicalResult kConstant(const CudaKernelArgs &args) {
-  double value = ir::roundToDType(args.op.attrs().getFloat("value"),
-                                  args.out.dtype());
+  double value =
+      ir::roundToDType(args.op.attrs().getFloat("value"), args.out.dtype());
   return CHECKED(
       launchFill(args.launch, args.out.data, toDt(args.out.dtype()), value, 1));
 }
@@ -211,19 +211,19 @@ LogicalResult kLogSoftmaxGrad(const CudaKernelArgs &args) {
 LogicalResult kLayernorm(const CudaKernelArgs &args) {
   int64_t d = args.out.shape().back();
   int64_t rows = d == 0 ? 0 : args.out.size() / d;
-  return CHECKED(launchLayernorm(
-      args.launch, toDt(args.out.dtype()), args.in[0].data, args.in[1].data,
-      args.in[2].data, args.out.data, rows, d,
-      args.op.attrs().getFloat("eps")));
+  return CHECKED(launchLayernorm(args.launch, toDt(args.out.dtype()),
+                                 args.in[0].data, args.in[1].data,
+                                 args.in[2].data, args.out.data, rows, d,
+                                 args.op.attrs().getFloat("eps")));
 }
 // dy[R, D], x[R, D], gamma[D] -> dx[R, D]
 LogicalResult kLayernormGradX(const CudaKernelArgs &args) {
   int64_t d = args.out.shape().back();
   int64_t rows = d == 0 ? 0 : args.out.size() / d;
-  return CHECKED(launchLayernormGradX(
-      args.launch, toDt(args.out.dtype()), args.in[0].data, args.in[1].data,
-      args.in[2].data, args.out.data, rows, d,
-      args.op.attrs().getFloat("eps")));
+  return CHECKED(launchLayernormGradX(args.launch, toDt(args.out.dtype()),
+                                      args.in[0].data, args.in[1].data,
+                                      args.in[2].data, args.out.data, rows, d,
+                                      args.op.attrs().getFloat("eps")));
 }
 
 // a[..., M, K] @ b[K, N] or b[..., K, N] -> c[..., M, N]
@@ -328,8 +328,8 @@ LogicalResult reduce(const CudaKernelArgs &args, Reduce kind) {
   const ir::TensorType &inType = *args.in[0].type;
   ReduceShape s = reduceShape(args, inType);
   if (kind == Reduce::Max && s.count == 0 && s.outputs > 0)
-    return fail(args, "max over an empty axis of " + inType.str() +
-                          " has no value");
+    return fail(args,
+                "max over an empty axis of " + inType.str() + " has no value");
   return CHECKED(launchReduce(args.launch, kind, toDt(args.out.dtype()),
                               args.in[0].data, args.out.data, s));
 }
@@ -370,9 +370,8 @@ LogicalResult kCrossEntropyGrad(const CudaKernelArgs &args) {
 
 // a[s], b[s] -> out[]
 LogicalResult kMse(const CudaKernelArgs &args) {
-  return CHECKED(launchMse(args.launch, toDt(args.out.dtype()),
-                           args.in[0].data, args.in[1].data, args.in[0].size(),
-                           args.out.data));
+  return CHECKED(launchMse(args.launch, toDt(args.out.dtype()), args.in[0].data,
+                           args.in[1].data, args.in[0].size(), args.out.data));
 }
 
 // s[..., T, T] -> out[..., T, T]
@@ -402,53 +401,100 @@ LogicalResult kAttention(const CudaKernelArgs &args) {
 
 CudaKernelFn cudaKernelFor(ir::OpKind kind) {
   switch (kind) {
-  case OpKind::Constant: return kConstant;
-  case OpKind::Cast: return kCast;
-  case OpKind::Add: return kAdd;
-  case OpKind::Sub: return kSub;
-  case OpKind::Mul: return kMul;
-  case OpKind::Div: return kDiv;
-  case OpKind::Neg: return kNeg;
-  case OpKind::Exp: return kExp;
-  case OpKind::Log: return kLog;
-  case OpKind::Sqrt: return kSqrt;
-  case OpKind::Rsqrt: return kRsqrt;
-  case OpKind::Tanh: return kTanh;
-  case OpKind::Relu: return kRelu;
-  case OpKind::Gelu: return kGelu;
-  case OpKind::Sigmoid: return kSigmoid;
-  case OpKind::Dropout: return kDropout;
-  case OpKind::Softmax: return kSoftmax;
-  case OpKind::LogSoftmax: return kLogSoftmax;
-  case OpKind::Layernorm: return kLayernorm;
-  case OpKind::Matmul: return kMatmul;
-  case OpKind::Embedding: return kEmbedding;
-  case OpKind::Reshape: return kReshape;
-  case OpKind::Transpose: return kTranspose;
-  case OpKind::Slice: return kSlice;
-  case OpKind::Concat: return kConcat;
-  case OpKind::Broadcast: return kBroadcast;
-  case OpKind::Sum: return kSum;
-  case OpKind::Mean: return kMean;
-  case OpKind::Max: return kMax;
-  case OpKind::CrossEntropy: return kCrossEntropy;
-  case OpKind::Mse: return kMse;
-  case OpKind::CausalMask: return kCausalMask;
-  case OpKind::Attention: return kAttention;
-  case OpKind::ReluGrad: return kReluGrad;
-  case OpKind::GeluGrad: return kGeluGrad;
-  case OpKind::SigmoidGrad: return kSigmoidGrad;
-  case OpKind::TanhGrad: return kTanhGrad;
-  case OpKind::SoftmaxGrad: return kSoftmaxGrad;
-  case OpKind::LogSoftmaxGrad: return kLogSoftmaxGrad;
-  case OpKind::LayernormGradX: return kLayernormGradX;
-  case OpKind::EmbeddingGrad: return kEmbeddingGrad;
-  case OpKind::MaxGrad: return kMaxGrad;
-  case OpKind::CrossEntropyGrad: return kCrossEntropyGrad;
-  case OpKind::CausalMaskGrad: return kCausalMaskGrad;
-  case OpKind::Cos: return kCos;
-  case OpKind::Minimum: return kMinimum;
-  case OpKind::Maximum: return kMaximum;
+  case OpKind::Constant:
+    return kConstant;
+  case OpKind::Cast:
+    return kCast;
+  case OpKind::Add:
+    return kAdd;
+  case OpKind::Sub:
+    return kSub;
+  case OpKind::Mul:
+    return kMul;
+  case OpKind::Div:
+    return kDiv;
+  case OpKind::Neg:
+    return kNeg;
+  case OpKind::Exp:
+    return kExp;
+  case OpKind::Log:
+    return kLog;
+  case OpKind::Sqrt:
+    return kSqrt;
+  case OpKind::Rsqrt:
+    return kRsqrt;
+  case OpKind::Tanh:
+    return kTanh;
+  case OpKind::Relu:
+    return kRelu;
+  case OpKind::Gelu:
+    return kGelu;
+  case OpKind::Sigmoid:
+    return kSigmoid;
+  case OpKind::Dropout:
+    return kDropout;
+  case OpKind::Softmax:
+    return kSoftmax;
+  case OpKind::LogSoftmax:
+    return kLogSoftmax;
+  case OpKind::Layernorm:
+    return kLayernorm;
+  case OpKind::Matmul:
+    return kMatmul;
+  case OpKind::Embedding:
+    return kEmbedding;
+  case OpKind::Reshape:
+    return kReshape;
+  case OpKind::Transpose:
+    return kTranspose;
+  case OpKind::Slice:
+    return kSlice;
+  case OpKind::Concat:
+    return kConcat;
+  case OpKind::Broadcast:
+    return kBroadcast;
+  case OpKind::Sum:
+    return kSum;
+  case OpKind::Mean:
+    return kMean;
+  case OpKind::Max:
+    return kMax;
+  case OpKind::CrossEntropy:
+    return kCrossEntropy;
+  case OpKind::Mse:
+    return kMse;
+  case OpKind::CausalMask:
+    return kCausalMask;
+  case OpKind::Attention:
+    return kAttention;
+  case OpKind::ReluGrad:
+    return kReluGrad;
+  case OpKind::GeluGrad:
+    return kGeluGrad;
+  case OpKind::SigmoidGrad:
+    return kSigmoidGrad;
+  case OpKind::TanhGrad:
+    return kTanhGrad;
+  case OpKind::SoftmaxGrad:
+    return kSoftmaxGrad;
+  case OpKind::LogSoftmaxGrad:
+    return kLogSoftmaxGrad;
+  case OpKind::LayernormGradX:
+    return kLayernormGradX;
+  case OpKind::EmbeddingGrad:
+    return kEmbeddingGrad;
+  case OpKind::MaxGrad:
+    return kMaxGrad;
+  case OpKind::CrossEntropyGrad:
+    return kCrossEntropyGrad;
+  case OpKind::CausalMaskGrad:
+    return kCausalMaskGrad;
+  case OpKind::Cos:
+    return kCos;
+  case OpKind::Minimum:
+    return kMinimum;
+  case OpKind::Maximum:
+    return kMaximum;
   default:
     return nullptr;
   }
@@ -482,8 +528,7 @@ std::string cudaUnsupported(const ir::Op &op) {
 
 uint64_t cudaScratchBytes(const ir::Op &op) {
   if (op.kind() == OpKind::CrossEntropy)
-    return static_cast<uint64_t>(op.operand(1)->type().size()) *
-           sizeof(double);
+    return static_cast<uint64_t>(op.operand(1)->type().size()) * sizeof(double);
   return 0;
 }
 

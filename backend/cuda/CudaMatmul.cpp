@@ -58,8 +58,8 @@ std::unique_ptr<MatmulPlan> MatmulPlan::create(const ir::Op &op,
   int64_t m = at.shape[at.rank() - 2], k = at.shape[at.rank() - 1];
   int64_t n = bt.shape[bt.rank() - 1];
   int64_t batches = m * n == 0 ? 0 : op.type().size() / (m * n);
-  p->resultBytes_ = static_cast<size_t>(op.type().size()) *
-                    ir::dtypeBytes(op.type().dtype);
+  p->resultBytes_ =
+      static_cast<size_t>(op.type().size()) * ir::dtypeBytes(op.type().dtype);
   if (batches == 0) {
     p->empty_ = true;
     return p;
@@ -80,9 +80,8 @@ std::unique_ptr<MatmulPlan> MatmulPlan::create(const ir::Op &op,
   cublasComputeType_t compute =
       p->doublePrecision_ ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
   cudaDataType_t scale = p->doublePrecision_ ? CUDA_R_64F : CUDA_R_32F;
-  if (failed(MGC_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->desc_, compute,
-                                                       scale),
-                              diag, &op)))
+  if (failed(MGC_CUBLAS_CHECK(
+          cublasLtMatmulDescCreate(&p->desc_, compute, scale), diag, &op)))
     return nullptr;
   // Column-major views: Lt's A is b (N x K, ld N), Lt's B is a (K x M,
   // ld K), the result N x M (ld N).
@@ -94,11 +93,10 @@ std::unique_ptr<MatmulPlan> MatmulPlan::create(const ir::Op &op,
     if (batches == 1)
       return true;
     int32_t count = static_cast<int32_t>(batches);
-    return succeeded(MGC_CUBLAS_CHECK(
-               cublasLtMatrixLayoutSetAttribute(
-                   l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
-                   sizeof(count)),
-               diag, &op)) &&
+    return succeeded(MGC_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
+                                          l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                          &count, sizeof(count)),
+                                      diag, &op)) &&
            succeeded(MGC_CUBLAS_CHECK(
                cublasLtMatrixLayoutSetAttribute(
                    l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
@@ -111,38 +109,38 @@ std::unique_ptr<MatmulPlan> MatmulPlan::create(const ir::Op &op,
     return nullptr;
 
   cublasLtMatmulPreference_t pref = nullptr;
-  if (failed(MGC_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref), diag,
-                              &op)))
+  if (failed(
+          MGC_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref), diag, &op)))
     return nullptr;
   uint32_t alignB = alignmentOf({uint64_t(k * n) * elem * (batches > 1)});
   uint32_t alignA = alignmentOf({uint64_t(m * k) * elem * (batches > 1)});
   uint32_t alignC = alignmentOf({uint64_t(m * n) * elem * (batches > 1)});
   bool ok =
-      succeeded(MGC_CUBLAS_CHECK(
-          cublasLtMatmulPreferenceSetAttribute(
-              pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspaceBytes,
-              sizeof(workspaceBytes)),
-          diag, &op)) &&
-      succeeded(MGC_CUBLAS_CHECK(
-          cublasLtMatmulPreferenceSetAttribute(
-              pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &alignB,
-              sizeof(alignB)),
-          diag, &op)) &&
-      succeeded(MGC_CUBLAS_CHECK(
-          cublasLtMatmulPreferenceSetAttribute(
-              pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &alignA,
-              sizeof(alignA)),
-          diag, &op)) &&
-      succeeded(MGC_CUBLAS_CHECK(
-          cublasLtMatmulPreferenceSetAttribute(
-              pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &alignC,
-              sizeof(alignC)),
-          diag, &op)) &&
-      succeeded(MGC_CUBLAS_CHECK(
-          cublasLtMatmulPreferenceSetAttribute(
-              pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignC,
-              sizeof(alignC)),
-          diag, &op));
+      succeeded(
+          MGC_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+                               pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                               &workspaceBytes, sizeof(workspaceBytes)),
+                           diag, &op)) &&
+      succeeded(
+          MGC_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+                               pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                               &alignB, sizeof(alignB)),
+                           diag, &op)) &&
+      succeeded(
+          MGC_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+                               pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                               &alignA, sizeof(alignA)),
+                           diag, &op)) &&
+      succeeded(
+          MGC_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+                               pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                               &alignC, sizeof(alignC)),
+                           diag, &op)) &&
+      succeeded(
+          MGC_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+                               pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                               &alignC, sizeof(alignC)),
+                           diag, &op));
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   if (ok)
@@ -155,8 +153,8 @@ std::unique_ptr<MatmulPlan> MatmulPlan::create(const ir::Op &op,
   if (!ok)
     return nullptr;
   if (found == 0) {
-    diag.error(op.loc(), "cuBLASLt has no algorithm for matmul " +
-                             at.str() + " @ " + bt.str());
+    diag.error(op.loc(), "cuBLASLt has no algorithm for matmul " + at.str() +
+                             " @ " + bt.str());
     return nullptr;
   }
   p->algo_ = result.algo;
@@ -178,11 +176,11 @@ LogicalResult MatmulPlan::run(const void *a, const void *b, void *c,
                                           : static_cast<const void *>(&alpha);
   const void *betaPtr = doublePrecision_ ? static_cast<const void *>(&beta64)
                                          : static_cast<const void *>(&beta);
-  return MGC_CUBLAS_CHECK(
-      cublasLtMatmul(handle_, desc_, alphaPtr, b, layoutA_, a, layoutB_,
-                     betaPtr, c, layoutC_, c, layoutC_, &algo_, workspace,
-                     workspaceBytes_, stream),
-      diag, &op_);
+  return MGC_CUBLAS_CHECK(cublasLtMatmul(handle_, desc_, alphaPtr, b, layoutA_,
+                                         a, layoutB_, betaPtr, c, layoutC_, c,
+                                         layoutC_, &algo_, workspace,
+                                         workspaceBytes_, stream),
+                          diag, &op_);
 }
 
 } // namespace mgc::backend::cuda

@@ -108,8 +108,8 @@ __device__ inline void raiseError(DeviceError *e, int32_t step, uint32_t code,
                                   int64_t element) {
   unsigned long long tag =
       (static_cast<unsigned long long>(step + 1) << 8) | code;
-  unsigned long long old = atomicCAS(
-      reinterpret_cast<unsigned long long *>(&e->owner), 0ull, tag);
+  unsigned long long old =
+      atomicCAS(reinterpret_cast<unsigned long long *>(&e->owner), 0ull, tag);
   if (old == 0 || old == tag)
     atomicMin(reinterpret_cast<unsigned long long *>(&e->element),
               static_cast<unsigned long long>(element));

@@ -206,8 +206,7 @@ uint64_t hostSplitmix64(uint64_t x) {
 }
 
 template <typename S>
-__global__ void noteKernel(DeviceError *error, uint64_t tagStep,
-                           const S *src) {
+__global__ void noteKernel(DeviceError *error, uint64_t tagStep, const S *src) {
   if ((error->owner >> 8) != tagStep || error->element == ~0ull)
     return;
   S v = src[error->element];
@@ -242,8 +241,9 @@ cudaError_t binaryTyped(const Launch &l, Dt dt, const void *a, const void *b,
 
 cudaError_t launchNoteValue(const Launch &l, const void *src, Dt dt) {
   return visitAll(dt, [&]<typename S>() {
-    noteKernel<S><<<1, 1, 0, l.stream>>>(
-        l.error, static_cast<uint64_t>(l.step + 1), static_cast<const S *>(src));
+    noteKernel<S><<<1, 1, 0, l.stream>>>(l.error,
+                                         static_cast<uint64_t>(l.step + 1),
+                                         static_cast<const S *>(src));
     return lastError();
   });
 }

@@ -34,8 +34,8 @@ __global__ void softmaxKernel(const S *x, S *y, Lines l, bool logarithm) {
     for (int64_t j = threadIdx.x; j < l.dim; j += blockDim.x) {
       int64_t k = base + j * l.inner;
       double v = E::load(x[k]);
-      y[k] = E::store(
-          static_cast<C>(logarithm ? v - m - logSum : exp(v - m) / s));
+      y[k] =
+          E::store(static_cast<C>(logarithm ? v - m - logSum : exp(v - m) / s));
     }
   }
 }
@@ -83,8 +83,8 @@ __device__ void rowMoments(const S *x, int64_t d, double eps, double &mean,
 }
 
 template <typename S>
-__global__ void layernormKernel(const S *x, const S *gamma, const S *beta,
-                                S *y, int64_t rows, int64_t d, double eps) {
+__global__ void layernormKernel(const S *x, const S *gamma, const S *beta, S *y,
+                                int64_t rows, int64_t d, double eps) {
   using E = Elem<S>;
   using C = ComputeOf<S>;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -92,9 +92,9 @@ __global__ void layernormKernel(const S *x, const S *gamma, const S *beta,
     double mean, rstd;
     rowMoments(xr, d, eps, mean, rstd);
     for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
-      y[r * d + j] = E::store(static_cast<C>(
-          (E::load(xr[j]) - mean) * rstd * E::load(gamma[j]) +
-          E::load(beta[j])));
+      y[r * d + j] = E::store(
+          static_cast<C>((E::load(xr[j]) - mean) * rstd * E::load(gamma[j]) +
+                         E::load(beta[j])));
   }
 }
 
@@ -129,8 +129,8 @@ __global__ void layernormGradXKernel(const S *dy, const S *x, const S *gamma,
 template <typename S>
 __global__ void causalMaskKernel(const S *x, S *y, int64_t n, int64_t t,
                                  bool negInfinity) {
-  S fill = Elem<S>::store(
-      static_cast<ComputeOf<S>>(negInfinity ? -INFINITY : 0.0));
+  S fill =
+      Elem<S>::store(static_cast<ComputeOf<S>>(negInfinity ? -INFINITY : 0.0));
   MGC_GRID_STRIDE(i, n) {
     int64_t row = (i / t) % t, col = i % t;
     y[i] = col > row ? fill : x[i];
@@ -393,9 +393,9 @@ cudaError_t launchEmbedding(const Launch &l, Dt idDt, const void *ids,
   return lastError();
 }
 
-cudaError_t launchEmbeddingGrad(const Launch &l, Dt dt, Dt idDt,
-                                const void *dy, const void *ids, int64_t count,
-                                int64_t rows, int64_t d, void *out) {
+cudaError_t launchEmbeddingGrad(const Launch &l, Dt dt, Dt idDt, const void *dy,
+                                const void *ids, int64_t count, int64_t rows,
+                                int64_t d, void *out) {
   int64_t bytes = rows * d * (dt == Dt::F64 ? 8 : dt == Dt::F32 ? 4 : 2);
   if (bytes <= 0)
     return cudaSuccess;
@@ -417,15 +417,16 @@ cudaError_t launchCrossEntropy(const Launch &l, Dt dt, Dt idDt,
                                double *partial, void *out) {
   return visitFloat(dt, [&]<typename S>() {
     if (positions > 0) {
-      crossEntropyRowsKernel<S><<<blocksFor(positions), kThreads, 0, l.stream>>>(
-          static_cast<const S *>(logits), targets, idDt, positions, classes,
-          partial, l.error, l.step);
+      crossEntropyRowsKernel<S>
+          <<<blocksFor(positions), kThreads, 0, l.stream>>>(
+              static_cast<const S *>(logits), targets, idDt, positions, classes,
+              partial, l.error, l.step);
       if (cudaError_t e = lastError(); e != cudaSuccess)
         return e;
     }
     // No positions: 0 / 0, NaN, as on the CPU.
-    meanKernel<S><<<1, 1024, 0, l.stream>>>(partial, positions,
-                                            static_cast<S *>(out));
+    meanKernel<S>
+        <<<1, 1024, 0, l.stream>>>(partial, positions, static_cast<S *>(out));
     return lastError();
   });
 }
@@ -448,8 +449,8 @@ cudaError_t launchMse(const Launch &l, Dt dt, const void *a, const void *b,
                       int64_t n, void *out) {
   return visitFloat(dt, [&]<typename S>() {
     mseKernel<S><<<1, 1024, 0, l.stream>>>(static_cast<const S *>(a),
-                                          static_cast<const S *>(b), n,
-                                          static_cast<S *>(out));
+                                           static_cast<const S *>(b), n,
+                                           static_cast<S *>(out));
     return lastError();
   });
 }

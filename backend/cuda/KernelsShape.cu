@@ -28,7 +28,8 @@ __global__ void gatherKernel(const T *in, int64_t base, Strided out, T *y,
   MGC_GRID_STRIDE(i, n) { y[i] = in[base + offsetOf(out, i)]; }
 }
 
-template <typename S> using Acc = std::conditional_t<kIsInt<S>, int64_t, double>;
+template <typename S>
+using Acc = std::conditional_t<kIsInt<S>, int64_t, double>;
 
 // The fold of one output's reduced elements from index `from` in steps of
 // `step` (a thread's share), in input row-major order.
@@ -158,18 +159,18 @@ cudaError_t launchGather(const Launch &l, const void *in, int64_t base,
   switch (elemBytes) {
   case 2:
     gatherKernel<<<gridFor(n), kThreads, 0, l.stream>>>(
-        static_cast<const uint16_t *>(in), base, out, static_cast<uint16_t *>(y),
-        n);
+        static_cast<const uint16_t *>(in), base, out,
+        static_cast<uint16_t *>(y), n);
     break;
   case 4:
     gatherKernel<<<gridFor(n), kThreads, 0, l.stream>>>(
-        static_cast<const uint32_t *>(in), base, out, static_cast<uint32_t *>(y),
-        n);
+        static_cast<const uint32_t *>(in), base, out,
+        static_cast<uint32_t *>(y), n);
     break;
   default:
     gatherKernel<<<gridFor(n), kThreads, 0, l.stream>>>(
-        static_cast<const uint64_t *>(in), base, out, static_cast<uint64_t *>(y),
-        n);
+        static_cast<const uint64_t *>(in), base, out,
+        static_cast<uint64_t *>(y), n);
     break;
   }
   return lastError();

@@ -56,13 +56,17 @@ bool buildCases(OpKind kind, Case &c) {
   };
   switch (kind) {
   case OpKind::Constant:
-    c.out("c", c.op(kind, {}, {{"value", 1.25},
-                               {"dtype", std::string(ir::dtypeName(c.f))}}));
+    c.out("c",
+          c.op(kind, {},
+               {{"value", 1.25}, {"dtype", std::string(ir::dtypeName(c.f))}}));
     break;
   case OpKind::Cast:
-    c.out("to16", c.op(kind, {c.x("x", {3, 7})}, {{"dtype", std::string("bf16")}}));
-    c.out("to32", c.op(kind, {c.x("y", {5, 3})}, {{"dtype", std::string("f32")}}));
-    c.out("toint", c.op(kind, {c.x("z", {41})}, {{"dtype", std::string("i32")}}));
+    c.out("to16",
+          c.op(kind, {c.x("x", {3, 7})}, {{"dtype", std::string("bf16")}}));
+    c.out("to32",
+          c.op(kind, {c.x("y", {5, 3})}, {{"dtype", std::string("f32")}}));
+    c.out("toint",
+          c.op(kind, {c.x("z", {41})}, {{"dtype", std::string("i32")}}));
     break;
   case OpKind::Add:
   case OpKind::Sub:
@@ -90,8 +94,8 @@ bool buildCases(OpKind kind, Case &c) {
     unary();
     break;
   case OpKind::Dropout:
-    c.out("d", c.op(kind, {c.x("x", {5, 401})},
-                    {{"p", 0.3}, {"seed", int64_t(7)}}));
+    c.out("d",
+          c.op(kind, {c.x("x", {5, 401})}, {{"p", 0.3}, {"seed", int64_t(7)}}));
     break;
   case OpKind::Softmax:
   case OpKind::LogSoftmax:
@@ -100,15 +104,17 @@ bool buildCases(OpKind kind, Case &c) {
     break;
   case OpKind::SoftmaxGrad:
   case OpKind::LogSoftmaxGrad: {
-    Value *y = c.op(OpKind::Softmax, {c.x("s", {3, 4, 45})},
-                    {{"axis", int64_t(0)}});
-    c.out("first", c.op(kind, {c.x("dy", {3, 4, 45}), y}, {{"axis", int64_t(0)}}));
+    Value *y =
+        c.op(OpKind::Softmax, {c.x("s", {3, 4, 45})}, {{"axis", int64_t(0)}});
+    c.out("first",
+          c.op(kind, {c.x("dy", {3, 4, 45}), y}, {{"axis", int64_t(0)}}));
     c.out("last", c.op(kind, {c.x("e", {6, 33}), c.x("f", {6, 33})},
                        {{"axis", int64_t(-1)}}));
     break;
   }
   case OpKind::Layernorm:
-    c.out("y", c.op(kind, {c.x("x", {2, 3, 77}), c.x("g", {77}), c.x("b", {77})}));
+    c.out("y",
+          c.op(kind, {c.x("x", {2, 3, 77}), c.x("g", {77}), c.x("b", {77})}));
     break;
   case OpKind::LayernormGradX:
     c.out("dx", c.op(kind, {c.x("dy", {2, 3, 77}), c.x("x", {2, 3, 77}),
@@ -130,19 +136,21 @@ bool buildCases(OpKind kind, Case &c) {
     c.out("r", c.op(kind, {c.x("x", {2, 6, 5})}, {{"shape", Ints{3, 20}}}));
     break;
   case OpKind::Transpose:
-    c.out("t", c.op(kind, {c.x("x", {2, 3, 4, 5})},
-                    {{"perm", Ints{3, 1, 0, 2}}}));
+    c.out("t",
+          c.op(kind, {c.x("x", {2, 3, 4, 5})}, {{"perm", Ints{3, 1, 0, 2}}}));
     c.out("t2", c.op(kind, {c.x("y", {67, 33})}, {{"perm", Ints{1, 0}}}));
     break;
   case OpKind::Slice:
     c.out("s", c.op(kind, {c.x("x", {4, 9, 3})},
-                    {{"axis", int64_t(1)}, {"start", int64_t(2)},
+                    {{"axis", int64_t(1)},
+                     {"start", int64_t(2)},
                      {"end", int64_t(7)}}));
     break;
   case OpKind::Concat:
-    c.out("c", c.op(kind, {c.x("a", {2, 3, 4}), c.x("b", {2, 1, 4}),
-                           c.x("d", {2, 5, 4})},
-                    {{"axis", int64_t(1)}}));
+    c.out("c",
+          c.op(kind,
+               {c.x("a", {2, 3, 4}), c.x("b", {2, 1, 4}), c.x("d", {2, 5, 4})},
+               {{"axis", int64_t(1)}}));
     break;
   case OpKind::Broadcast:
     c.out("b", c.op(kind, {c.x("x", {3, 1})}, {{"shape", Ints{2, 3, 5}}}));
@@ -188,9 +196,8 @@ bool buildCases(OpKind kind, Case &c) {
 }
 
 ir::TensorMap caseArguments(OpKind kind, const ir::Module &m, uint64_t seed) {
-  bool positive =
-      kind == OpKind::Log || kind == OpKind::Sqrt || kind == OpKind::Rsqrt ||
-      kind == OpKind::Div;
+  bool positive = kind == OpKind::Log || kind == OpKind::Sqrt ||
+                  kind == OpKind::Rsqrt || kind == OpKind::Div;
   // Ids below 5: every table and class count here has at least 5 rows.
   ir::TensorMap args =
       randomArguments(m, seed, 5, positive ? 0.25 : -2, positive ? 3 : 2);
@@ -251,7 +258,8 @@ TEST_CASE("cuda: integer arithmetic, casts and reductions") {
   g.addOutput("mean", mk(OpKind::Mean, {i}, {{"axes", Ints{1}}}));
   g.addOutput("max", mk(OpKind::Max, {j}, {{"axes", Ints{0}}}));
   g.addOutput("toint", mk(OpKind::Cast, {x}, {{"dtype", std::string("i32")}}));
-  g.addOutput("tofloat", mk(OpKind::Cast, {i}, {{"dtype", std::string("f64")}}));
+  g.addOutput("tofloat",
+              mk(OpKind::Cast, {i}, {{"dtype", std::string("f64")}}));
   ir::TensorMap args = randomArguments(m, freshSeed(), 100, -50, 50);
   cpu::RunResult want = runCpu(m, args), got = runCuda(m, args);
   for (const auto &[name, t] : want.outputs) {
@@ -265,7 +273,8 @@ TEST_CASE("cuda: run-time errors name the op and the element") {
     return;
   ir::Module m;
   ir::Builder b(m.graph());
-  Value *table = m.graph().addInput("table", ir::TensorType(DType::F32, {4, 2}));
+  Value *table =
+      m.graph().addInput("table", ir::TensorType(DType::F32, {4, 2}));
   Value *ids = m.graph().addInput("ids", ir::TensorType(DType::I32, {5}));
   auto r = b.create(OpKind::Embedding, {table, ids});
   REQUIRE(r.ok());

@@ -82,8 +82,8 @@ inline double compareRelativeToLargest(const runtime::Tensor &got,
     }
     double err = std::fabs(g - w) / scale;
     if (!(err <= tol)) {
-      INFO("element " << i << ": got " << g << ", want " << w
-                      << " (largest " << largest << ")");
+      INFO("element " << i << ": got " << g << ", want " << w << " (largest "
+                      << largest << ")");
       CHECK(err <= tol);
       return err;
     }

@@ -72,7 +72,8 @@ void trainBoth(const char *model, std::map<std::string, std::string> defines,
     REQUIRE(b);
     INFO("step " << step + 1);
     CHECK(b->step == a->step);
-    CHECK(std::fabs(b->loss - a->loss) <= 1e-5 * std::max(1.0, std::fabs(a->loss)));
+    CHECK(std::fabs(b->loss - a->loss) <=
+          1e-5 * std::max(1.0, std::fabs(a->loss)));
   }
   for (const TensorInfo &p : cpu.parameters()) {
     INFO("parameter " << p.name);
@@ -111,9 +112,8 @@ TEST_CASE("cuda: GPT training steps match the CPU backend") {
   if (skipWithoutCuda())
     return;
   // Integer inputs below T index the vocabulary, the targets and positions.
-  std::map<std::string, std::string> tiny = {{"V", "64"}, {"T", "8"},
-                                             {"D", "16"}, {"H", "2"},
-                                             {"L", "2"},  {"B", "2"}};
+  std::map<std::string, std::string> tiny = {
+      {"V", "64"}, {"T", "8"}, {"D", "16"}, {"H", "2"}, {"L", "2"}, {"B", "2"}};
   trainBoth("gpt.mg", tiny, 8, 3, false);
   trainBoth("gpt.mg", tiny, 8, 3, true);
 }
@@ -143,8 +143,8 @@ TEST_CASE("cuda: checkpoints and setParameter see the device state") {
   };
   stepBoth(1);
   stepBoth(2);
-  std::string path = "/tmp/mgc-cuda-ckpt-" + std::to_string(::getpid()) +
-                     ".safetensors";
+  std::string path =
+      "/tmp/mgc-cuda-ckpt-" + std::to_string(::getpid()) + ".safetensors";
   REQUIRE((*gpu)->saveCheckpoint(path));
   options.backend = "cpu";
   auto restored = Session::create(sample("mlp.mg"), options);
