@@ -4,6 +4,7 @@
 #include "backend/cuda/CudaKernels.h"
 
 #include "backend/cuda/CudaCheck.h"
+#include "ir/FusedExpr.h"
 #include "ir/Interpreter.h"
 #include "support/Random.h"
 
@@ -21,6 +22,18 @@ static_assert(
         static_cast<int>(Dt::I32) == static_cast<int>(ir::DType::I32) &&
         static_cast<int>(Dt::I64) == static_cast<int>(ir::DType::I64),
     "Dt mirrors ir::DType");
+
+static_assert(static_cast<int>(FusedCode::Add) ==
+                      static_cast<int>(ir::FusedOp::Add) &&
+                  static_cast<int>(FusedCode::TanhGrad) ==
+                      static_cast<int>(ir::FusedOp::TanhGrad) &&
+                  static_cast<int>(FusedCode::Neg) ==
+                      static_cast<int>(ir::FusedOp::Neg) &&
+                  static_cast<int>(FusedCode::Cos) ==
+                      static_cast<int>(ir::FusedOp::Cos) &&
+                  static_cast<int>(FusedCode::CastF64) ==
+                      static_cast<int>(ir::FusedOp::CastF64),
+              "FusedCode mirrors ir::FusedOp");
 
 Dt toDt(ir::DType dtype) { return static_cast<Dt>(dtype); }
 
@@ -397,6 +410,47 @@ LogicalResult kAttention(const CudaKernelArgs &args) {
                                  args.in[2].data, args.out.data, heads, t, dh));
 }
 
+// operands broadcast to `shape` -> out[shape]: the expression, one thread
+// per element.
+LogicalResult kFused(const CudaKernelArgs &args) {
+  std::string error;
+  std::optional<ir::FusedExpr> expr =
+      ir::FusedExpr::parse(args.op.attrs().getString("expr"),
+                           static_cast<int64_t>(args.in.size()), error);
+  if (!expr)
+    return fail(args, "fused: " + error);
+  FusedProgram p;
+  p.numInstrs = static_cast<int32_t>(expr->instrs.size());
+  p.numOperands = static_cast<int32_t>(args.in.size());
+  for (size_t j = 0; j < expr->instrs.size(); ++j) {
+    const ir::FusedInstr &in = expr->instrs[j];
+    p.op[j] = static_cast<FusedCode>(in.op);
+    p.argKind[j][0] = p.argKind[j][1] = 2; // unused: a literal 0, no load
+    for (size_t a = 0; a < in.args.size() && a < 2; ++a) {
+      const ir::FusedArg &arg = in.args[a];
+      p.argKind[j][a] = arg.kind == ir::FusedArg::Kind::Operand  ? 0
+                        : arg.kind == ir::FusedArg::Kind::Result ? 1
+                                                                 : 2;
+      p.argIndex[j][a] = static_cast<int32_t>(arg.index);
+      p.literal[j][a] = arg.value;
+    }
+  }
+  llvm::ArrayRef<int64_t> shape = args.out.shape();
+  p.rank = static_cast<int32_t>(shape.size());
+  for (size_t d = 0; d < shape.size(); ++d)
+    p.shape[d] = shape[d];
+  for (size_t k = 0; k < args.in.size(); ++k) {
+    p.operand[k] = args.in[k].data;
+    p.operandDt[k] = toDt(args.in[k].dtype());
+    std::vector<int64_t> strides =
+        ir::broadcastStrides(args.in[k].shape(), shape);
+    for (size_t d = 0; d < strides.size() && d < kMaxRank; ++d)
+      p.strides[k][d] = strides[d];
+  }
+  return CHECKED(launchFused(args.launch, p, toDt(args.out.dtype()),
+                             args.out.data, args.out.size()));
+}
+
 } // namespace
 
 CudaKernelFn cudaKernelFor(ir::OpKind kind) {
@@ -495,6 +549,8 @@ CudaKernelFn cudaKernelFor(ir::OpKind kind) {
     return kMinimum;
   case OpKind::Maximum:
     return kMaximum;
+  case OpKind::Fused:
+    return kFused;
   default:
     return nullptr;
   }
@@ -514,6 +570,17 @@ std::string cudaUnsupported(const ir::Op &op) {
     return "op '" + op.name().str() + "' with a result of rank " +
            std::to_string(op.type().rank()) +
            " is not supported on the CUDA backend yet";
+  if (op.kind() == OpKind::Fused) {
+    std::string error;
+    auto expr =
+        ir::FusedExpr::parse(op.attrs().getString("expr"),
+                             static_cast<int64_t>(op.operands().size()), error);
+    if (!expr || expr->instrs.size() > size_t(kMaxFusedInstrs) ||
+        op.operands().size() > size_t(kMaxFusedOperands))
+      return "a fused op of more than " + std::to_string(kMaxFusedInstrs) +
+             " instructions or " + std::to_string(kMaxFusedOperands) +
+             " operands is not supported on the CUDA backend yet";
+  }
   if (op.kind() == OpKind::Matmul && ir::isInteger(op.type().dtype))
     return "integer matmul is not supported on the CUDA backend yet";
   if (op.kind() == OpKind::Attention) {

@@ -216,6 +216,113 @@ __global__ void noteKernel(DeviceError *error, uint64_t tagStep, const S *src) {
     error->realValue = static_cast<double>(Elem<S>::load(v));
 }
 
+template <typename C> __device__ C loadAs(const void *p, Dt dt, int64_t i) {
+  switch (dt) {
+  case Dt::BF16:
+    return static_cast<C>(__bfloat162float(static_cast<const bf16 *>(p)[i]));
+  case Dt::F16:
+    return static_cast<C>(__half2float(static_cast<const f16 *>(p)[i]));
+  case Dt::F64:
+    return static_cast<C>(static_cast<const double *>(p)[i]);
+  default:
+    return static_cast<C>(static_cast<const float *>(p)[i]);
+  }
+}
+
+template <typename C> __device__ C applyFused(FusedCode op, C a, C b) {
+  switch (op) {
+  case FusedCode::Add:
+    return binary<Binary::Add>(a, b);
+  case FusedCode::Sub:
+    return binary<Binary::Sub>(a, b);
+  case FusedCode::Mul:
+    return binary<Binary::Mul>(a, b);
+  case FusedCode::Div:
+    return binary<Binary::Div>(a, b);
+  case FusedCode::Minimum:
+    return binary<Binary::Minimum>(a, b);
+  case FusedCode::Maximum:
+    return binary<Binary::Maximum>(a, b);
+  case FusedCode::ReluGrad:
+    return binary<Binary::ReluGrad>(a, b);
+  case FusedCode::GeluGrad:
+    return binary<Binary::GeluGrad>(a, b);
+  case FusedCode::SigmoidGrad:
+    return binary<Binary::SigmoidGrad>(a, b);
+  case FusedCode::TanhGrad:
+    return binary<Binary::TanhGrad>(a, b);
+  case FusedCode::Neg:
+    return unary<Unary::Neg>(a);
+  case FusedCode::Exp:
+    return unary<Unary::Exp>(a);
+  case FusedCode::Log:
+    return unary<Unary::Log>(a);
+  case FusedCode::Sqrt:
+    return unary<Unary::Sqrt>(a);
+  case FusedCode::Rsqrt:
+    return unary<Unary::Rsqrt>(a);
+  case FusedCode::Tanh:
+    return unary<Unary::Tanh>(a);
+  case FusedCode::Relu:
+    return unary<Unary::Relu>(a);
+  case FusedCode::Gelu:
+    return unary<Unary::Gelu>(a);
+  case FusedCode::Sigmoid:
+    return unary<Unary::Sigmoid>(a);
+  case FusedCode::Cos:
+    return unary<Unary::Cos>(a);
+  case FusedCode::CastBF16:
+    return static_cast<C>(
+        __bfloat162float(__double2bfloat16(static_cast<double>(a))));
+  case FusedCode::CastF16:
+    return static_cast<C>(__half2float(__double2half(static_cast<double>(a))));
+  case FusedCode::CastF32:
+    return static_cast<C>(static_cast<float>(a));
+  case FusedCode::CastF64:
+    break;
+  }
+  return a;
+}
+
+// One thread per element: the instructions in registers (compute type C),
+// the last one stored once.
+template <typename C, typename Out>
+__global__ void fusedKernel(FusedProgram p, Out *out, int64_t n) {
+  C regs[kMaxFusedInstrs];
+  MGC_GRID_STRIDE(i, n) {
+    int64_t index[kMaxRank];
+    int64_t rest = i;
+    for (int d = p.rank - 1; d >= 0; --d) {
+      index[d] = rest % p.shape[d];
+      rest /= p.shape[d];
+    }
+    for (int j = 0; j < p.numInstrs; ++j) {
+      C args[2] = {C(0), C(0)};
+      for (int a = 0; a < 2; ++a) {
+        int32_t k = p.argIndex[j][a];
+        switch (p.argKind[j][a]) {
+        case 0: {
+          int64_t offset = 0;
+          for (int d = 0; d < p.rank; ++d)
+            offset += index[d] * p.strides[k][d];
+          args[a] = loadAs<C>(p.operand[k], p.operandDt[k], offset);
+          break;
+        }
+        case 1:
+          args[a] = regs[k];
+          break;
+        default:
+          args[a] = static_cast<C>(p.literal[j][a]);
+          break;
+        }
+      }
+      regs[j] = applyFused<C>(p.op[j], args[0], args[1]);
+    }
+    out[i] =
+        Elem<Out>::store(static_cast<ComputeOf<Out>>(regs[p.numInstrs - 1]));
+  }
+}
+
 template <Unary Op>
 cudaError_t unaryTyped(const Launch &l, Dt dt, const void *x, void *y,
                        int64_t n) {
@@ -244,6 +351,18 @@ cudaError_t launchNoteValue(const Launch &l, const void *src, Dt dt) {
     noteKernel<S><<<1, 1, 0, l.stream>>>(l.error,
                                          static_cast<uint64_t>(l.step + 1),
                                          static_cast<const S *>(src));
+    return lastError();
+  });
+}
+
+cudaError_t launchFused(const Launch &l, const FusedProgram &program, Dt dt,
+                        void *out, int64_t n) {
+  if (n <= 0 || program.numInstrs <= 0)
+    return cudaSuccess;
+  return visitFloat(dt, [&]<typename S>() {
+    using C = std::conditional_t<std::is_same_v<S, double>, double, float>;
+    fusedKernel<C, S><<<gridFor(n), kThreads, 0, l.stream>>>(
+        program, static_cast<S *>(out), n);
     return lastError();
   });
 }

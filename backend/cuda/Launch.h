@@ -90,6 +90,55 @@ struct Strided {
   int64_t shape[kMaxRank] = {};
   int64_t strides[kMaxRank] = {};
 };
+
+// A `fused` op's expression (ir/FusedExpr.h) for the device: instructions in
+// the order of ir::FusedOp (CudaKernels.cpp checks it), operands read through
+// broadcast strides over the result's shape.
+constexpr int kMaxFusedInstrs = 48;
+constexpr int kMaxFusedOperands = 8;
+enum class FusedCode : uint8_t {
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Minimum,
+  Maximum,
+  ReluGrad,
+  GeluGrad,
+  SigmoidGrad,
+  TanhGrad,
+  Neg,
+  Exp,
+  Log,
+  Sqrt,
+  Rsqrt,
+  Tanh,
+  Relu,
+  Gelu,
+  Sigmoid,
+  Cos,
+  CastBF16,
+  CastF16,
+  CastF32,
+  CastF64
+};
+struct FusedProgram {
+  int32_t numInstrs = 0, numOperands = 0;
+  FusedCode op[kMaxFusedInstrs] = {};
+  uint8_t argKind[kMaxFusedInstrs][2] = {}; // 0 operand, 1 result, 2 literal
+  int32_t argIndex[kMaxFusedInstrs][2] = {};
+  double literal[kMaxFusedInstrs][2] = {};
+  const void *operand[kMaxFusedOperands] = {};
+  Dt operandDt[kMaxFusedOperands] = {};
+  // Per operand, its stride along each dimension of `shape` (0: broadcast).
+  int64_t strides[kMaxFusedOperands][kMaxRank] = {};
+  int32_t rank = 0;
+  int64_t shape[kMaxRank] = {};
+};
+// out[shape] in dt = the program's last result, computed in f32 (f64 for an
+// f64 result).
+cudaError_t launchFused(const Launch &launch, const FusedProgram &program,
+                        Dt dt, void *out, int64_t n);
 // y[n] = in[base + sum_d idx_d(n) * strides[d]] over the row-major indices
 // of `out.shape`, elements of `elemBytes` (2, 4 or 8) bytes.
 cudaError_t launchGather(const Launch &launch, const void *in, int64_t base,

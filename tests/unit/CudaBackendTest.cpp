@@ -101,12 +101,10 @@ TEST_CASE("cuda: sessions choose their backend") {
 // and the ones listed as not supported yet (docs/cuda-backend.md); a new op
 // must join one or the other.
 TEST_CASE("cuda: every op of a one-device program has a CUDA kernel") {
-  const std::set<std::string> notYet = {"local_split", "sum_exp", "class_logit",
-                                        "cross_entropy_grad_stats",
-                                        "embedding_part", "embedding_grad_part",
-                                        // Fused elementwise chains (the fuse
-                                        // pass, not in the default pipeline).
-                                        "fused"};
+  const std::set<std::string> notYet = {
+      "local_split",    "sum_exp",
+      "class_logit",    "cross_entropy_grad_stats",
+      "embedding_part", "embedding_grad_part"};
   for (const ir::OpInfo &info : ir::allOpInfos()) {
     bool unsupported =
         info.has(ir::kCollective) || notYet.count(info.name.str());

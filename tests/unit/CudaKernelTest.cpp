@@ -189,6 +189,17 @@ bool buildCases(OpKind kind, Case &c) {
     c.out("long", c.op(kind, {c.x("q2", {1, 300, 16}), c.x("k2", {1, 300, 16}),
                               c.x("v2", {1, 300, 16})}));
     break;
+  case OpKind::Fused: {
+    // A bias broadcast along rows, a scalar, a bf16 rounding and a GELU.
+    std::string dt(ir::dtypeName(c.f));
+    c.out("chain",
+          c.op(kind, {c.x("a", {5, 37}), c.x("bias", {37}), c.x("s", {})},
+               {{"expr", std::string("add(%0, %1); mul(#0, %2); "
+                                     "cast_bf16(#1); gelu(#2); sub(#3, 0.25)")},
+                {"shape", Ints{5, 37}},
+                {"dtype", dt}}));
+    break;
+  }
   default:
     return false;
   }
