@@ -49,7 +49,7 @@ build_and_bundle() {
   done
   du -sh "$bundle"
   echo "bundled; on the GPU machine run: scripts/gpu-check.sh --run" \
-    "(carry gpu-bundle)"
+    "(with gpu-bundle/ copied beside the checkout)"
 }
 
 # --- on the GPU machine -----------------------------------------------------
@@ -90,7 +90,7 @@ run_checks() {
   local mgc=$bundle/mgc steps=${GPU_CHECK_STEPS:-20} work
   work=$(mktemp -d)
   if [ ! -x "$mgc" ]; then
-    echo "gpu-check: no $mgc: run scripts/gpu-check.sh here first and carry gpu-bundle"
+    echo "gpu-check: no $mgc: run scripts/gpu-check.sh on a build machine first and copy gpu-bundle/ here"
     exit 2
   fi
   log "== device"
