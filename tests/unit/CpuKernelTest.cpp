@@ -26,27 +26,6 @@ constexpr double kF64Tolerance = 1e-12;
 // f64, so 1e-5 of max(|value|, 1) leaves a wide margin.
 constexpr double kF32Tolerance = 1e-5;
 
-// One op applied to random operands of a float dtype.
-struct OpCase {
-  ir::Module module;
-  ir::Builder b{module.graph()};
-  DType f;
-  explicit OpCase(DType dtype) : f(dtype) {}
-
-  Value *x(const std::string &name, Shape shape) {
-    return module.graph().addInput(name, ir::TensorType(f, shape));
-  }
-  Value *ids(const std::string &name, Shape shape) {
-    return module.graph().addInput(name, ir::TensorType(DType::I32, shape));
-  }
-  Value *op(OpKind kind, llvm::ArrayRef<Value *> operands,
-            ir::Attrs attrs = {}) {
-    ir::ValueOrError r = b.create(kind, operands, std::move(attrs));
-    INFO(ir::opName(kind).str() << ": " << r.error);
-    REQUIRE(r.ok());
-    return r.value;
-  }
-};
 
 // Builds the op `kind` on operands of dtype `f`; returns false when the
 // test has no case for the kind (a new row in OpKinds.def).

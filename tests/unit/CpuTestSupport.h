@@ -4,6 +4,7 @@
 
 #include "backend/Executable.h"
 #include "backend/cpu/CpuExecutor.h"
+#include "ir/Builder.h"
 #include "ir/Interpreter.h"
 #include "ir/Printer.h"
 #include "ir/TextParser.h"
@@ -125,6 +126,33 @@ inline void compareWithInterpreter(const ir::Module &m,
     compareTensors(got.updates.at(name), want, tol, "update of " + name);
   }
 }
+
+// One op case: a module whose inputs take a float dtype `f` (ids are i32),
+// built op by op; shared by the CPU and CUDA kernel tests.
+struct OpCase {
+  ir::Module module;
+  ir::Builder b{module.graph()};
+  ir::DType f;
+  explicit OpCase(ir::DType dtype) : f(dtype) {}
+
+  ir::Value *x(const std::string &name, ir::Shape shape) {
+    return module.graph().addInput(name, ir::TensorType(f, shape));
+  }
+  ir::Value *ids(const std::string &name, ir::Shape shape) {
+    return module.graph().addInput(name,
+                                   ir::TensorType(ir::DType::I32, shape));
+  }
+  ir::Value *op(ir::OpKind kind, llvm::ArrayRef<ir::Value *> operands,
+                ir::Attrs attrs = {}) {
+    ir::ValueOrError r = b.create(kind, operands, std::move(attrs));
+    INFO(ir::opName(kind).str() << ": " << r.error);
+    REQUIRE(r.ok());
+    return r.value;
+  }
+  void out(const std::string &name, ir::Value *v) {
+    module.graph().addOutput(name, v);
+  }
+};
 
 inline bool bitIdentical(const runtime::Tensor &a, const runtime::Tensor &b) {
   return a.type() == b.type() &&

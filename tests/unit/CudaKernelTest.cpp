@@ -17,29 +17,7 @@ using ir::OpKind;
 using ir::Shape;
 using ir::Value;
 
-struct Case {
-  ir::Module module;
-  ir::Builder b{module.graph()};
-  DType f;
-  explicit Case(DType dtype) : f(dtype) {}
-
-  Value *x(const std::string &name, Shape shape) {
-    return module.graph().addInput(name, ir::TensorType(f, shape));
-  }
-  Value *ids(const std::string &name, Shape shape) {
-    return module.graph().addInput(name, ir::TensorType(DType::I32, shape));
-  }
-  Value *op(OpKind kind, llvm::ArrayRef<Value *> operands,
-            ir::Attrs attrs = {}) {
-    ir::ValueOrError r = b.create(kind, operands, std::move(attrs));
-    INFO(ir::opName(kind).str() << ": " << r.error);
-    REQUIRE(r.ok());
-    return r.value;
-  }
-  void out(const std::string &name, Value *v) {
-    module.graph().addOutput(name, v);
-  }
-};
+using Case = OpCase;
 
 using Ints = std::vector<int64_t>;
 
