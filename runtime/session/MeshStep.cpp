@@ -24,7 +24,7 @@ namespace {
 LogicalResult compilePart(MeshPart &part, DiagnosticEngine &diag) {
   for (const auto &program : part.programs.programs) {
     auto copy = cloneModule(*program, diag);
-    if (!copy)
+    if (!copy || failed(runPipeline(*copy, kDeviceProgramPipeline, diag)))
       return failure();
     part.executables.push_back(backend::buildExecutable(
         std::move(copy), backend::cpu::scratchBytes));

@@ -169,8 +169,8 @@ std::unique_ptr<ir::Module> cloneModule(const ir::Module &module,
   return ir::parseModuleText("<module copy>", text, diag);
 }
 
-static LogicalResult runPipeline(ir::Module &module, const char *pipeline,
-                                 DiagnosticEngine &diag) {
+LogicalResult runPipeline(ir::Module &module, const char *pipeline,
+                          DiagnosticEngine &diag) {
   passes::PassManagerOptions options;
   options.verifyEach = true;
   passes::PassManager pm(options);

@@ -18,10 +18,14 @@
 
 namespace mgc::session {
 
+// The pipelines that build a one-device program; `fuse` comes last, as it
+// needs the final program (passes/Fusion.cpp).
 inline constexpr const char *kTrainingPipeline =
-    "mixed-precision,autodiff,optimizer,canonicalize,cse,dce";
+    "mixed-precision,autodiff,optimizer,canonicalize,cse,dce,fuse";
 inline constexpr const char *kForwardPipeline =
-    "mixed-precision,canonicalize,cse,dce";
+    "mixed-precision,canonicalize,cse,dce,fuse";
+// What runs on each device program of a mesh before it is scheduled.
+inline constexpr const char *kDeviceProgramPipeline = "fuse";
 // Module attribute that carries the model's identity into executables (a
 // SHA-256, see modelHash), so checkpoints can be matched to their model.
 inline constexpr const char *kModelHashAttr = "model.hash";
@@ -54,6 +58,11 @@ std::string executableModelHash(const ir::Module &module);
 // A copy of a module (through its text form, locations kept).
 std::unique_ptr<ir::Module> cloneModule(const ir::Module &module,
                                         DiagnosticEngine &diag);
+
+// Runs the passes `pipeline` (a --passes list) on `module`, verifying after
+// each.
+LogicalResult runPipeline(ir::Module &module, const char *pipeline,
+                          DiagnosticEngine &diag);
 
 struct ModelExecutables {
   // Null when the model has no loss output.
