@@ -185,8 +185,9 @@ const CommandSpec &runSpec() {
               "exit 1 on a difference"},
              {"--check-tolerance", "X",
               "relative tolerance of --check-single for the loss and the "
-              "parameters (default: 1e-5 for the loss, 1e-4 for parameters, "
-              "relative to each tensor's largest element)"},
+              "parameters (default: 1e-5 for the loss, 1e-3 for parameters, "
+              "relative to each tensor's largest element; in bf16 1e-2 for "
+              "the loss, parameters only finite)"},
          })
       s.options.push_back(o);
     s.details =
@@ -342,10 +343,15 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
   }
   std::unique_ptr<SingleDeviceCheck> check;
   if (args->has("--check-single")) {
+    bool bf16 = (options.precision.empty() ? facts.trainPrecision
+                                           : options.precision) == "bf16";
+    double lossTolerance = bf16 ? SingleDeviceCheck::kBF16LossTolerance
+                                : SingleDeviceCheck::kLossTolerance;
+    double paramTolerance = bf16 ? SingleDeviceCheck::kBF16ParamTolerance
+                                 : SingleDeviceCheck::kParamTolerance;
     auto made = SingleDeviceCheck::create(
-        modelPath, options,
-        tolerance >= 0 ? tolerance : SingleDeviceCheck::kLossTolerance,
-        tolerance >= 0 ? tolerance : SingleDeviceCheck::kParamTolerance);
+        modelPath, options, tolerance >= 0 ? tolerance : lossTolerance,
+        tolerance >= 0 ? tolerance : paramTolerance);
     if (!made)
       return errorExit(made.status().message());
     check = std::move(*made);

@@ -8,6 +8,7 @@
 
 #include "llvm/Support/raw_ostream.h"
 
+#include <limits>
 #include <memory>
 #include <string>
 
@@ -15,12 +16,22 @@ namespace mgc::cli {
 
 class SingleDeviceCheck {
 public:
-  // Default tolerances: the loss within 1e-5 (relative); a parameter
-  // within 1e-4 of its tensor's largest element, because AdamW divides each
-  // gradient by its own running RMS, so that rounding differences in
-  // gradients near zero (attention's q and k at initialisation) grow to
-  // about 1e-5 of a weight's scale within a few steps.
-  static constexpr double kLossTolerance = 1e-5, kParamTolerance = 1e-4;
+  // Default tolerances (docs/parallel.md): the loss within 1e-5
+  // (relative); a parameter within 1e-3 of its tensor's largest element,
+  // because AdamW divides each gradient by its own running RMS, so that a
+  // gradient element near zero whose rounding differs moves its weight by
+  // up to the learning rate either way (samples/mlp.mg on dp=2: 2e-4 of
+  // w2's scale after two steps, with equal losses).
+  static constexpr double kLossTolerance = 1e-5, kParamTolerance = 1e-3;
+  // In bf16 the two runs round their activations differently (a tensor-
+  // parallel matmul rounds partial sums), the losses differ by about 1e-3
+  // after 20 steps, and AdamW turns the gradients' differences near zero
+  // into updates of opposite sign, so parameters drift apart by a good
+  // part of their scale: only the loss is checked by default (a parameter
+  // that is not finite still fails).
+  static constexpr double kBF16LossTolerance = 1e-2;
+  static constexpr double kBF16ParamTolerance =
+      std::numeric_limits<double>::infinity();
 
   // The reference: the same model and options on one device.
   static Result<std::unique_ptr<SingleDeviceCheck>>

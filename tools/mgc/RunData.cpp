@@ -138,6 +138,9 @@ ModelFacts inspectModel(const std::string &path,
     facts.trainSteps = static_cast<int64_t>(*steps);
   if (auto seed = number("train.seed"); seed && *seed >= 0 && *seed < 1.8e19)
     facts.trainSeed = static_cast<uint64_t>(*seed);
+  if (const ir::AttrValue *v = m.attrs().find("train.precision"))
+    if (auto *s = std::get_if<std::string>(v))
+      facts.trainPrecision = *s;
   return facts;
 }
 

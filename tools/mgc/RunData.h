@@ -24,6 +24,8 @@ struct ModelFacts {
   // The train section's steps and seed, when the model file sets them.
   std::optional<int64_t> trainSteps;
   std::optional<uint64_t> trainSeed;
+  // The train section's precision ("fp32", "bf16"), empty when unset.
+  std::string trainPrecision;
 };
 
 // Compiles (.mg) or reads (.mgx) the model once more to learn its facts.
