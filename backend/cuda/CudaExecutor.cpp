@@ -1,12 +1,21 @@
 // The CUDA executor: one device allocation laid out as
-//   [error record | arena (the memory plan) | arguments | scratch | workspace]
+//   [error record | arena | arguments | second inputs | scratch | workspace
+//    | group descriptors]
 // operands resolved once to device pointers, and a step that copies the
-// arguments in, enqueues every op (or replays the captured graph), and
+// arguments in, enqueues every launch (or replays the captured graph), and
 // copies the results and the error record out with one synchronisation.
+//
+// The arena and the op order are the launch plan's (backend/LaunchGroups.h):
+// the executable's order with the optimizer's update ops brought together,
+// and a placement in which a group's operands and results never share
+// bytes. With a graph, inputs have two sets of buffers: a run reads one
+// while the inputs of the next run are copied into the other on the copy
+// stream (RunControl::next), and one graph is captured per set.
 #include "backend/cuda/CudaExecutor.h"
 
 #include "backend/cuda/CudaCheck.h"
 #include "backend/cuda/CudaDevice.h"
+#include "backend/cuda/CudaGroupLaunch.h"
 #include "backend/cuda/CudaKernels.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -34,29 +43,55 @@ std::string kindWord(const ir::Value &v) {
   }
 }
 
+LaunchOptions launchOptionsOf(const CudaOptions &options) {
+  return {options.groupLaunches, options.groupLaunches};
+}
+
 // Where the pieces of the device allocation start.
 struct Layout {
   uint64_t error = 0, arena = 0, arguments = 0, scratch = 0, workspace = 0,
-           total = 0;
-  std::vector<uint64_t> argumentOffsets; // by graph argument
+           descriptors = 0, total = 0;
+  // By graph argument, for each input set (set 1 differs from set 0 for
+  // inputs only, and only with a graph).
+  std::vector<uint64_t> argumentOffsets[2];
+  uint64_t inputBytes = 0; // of one set of inputs, aligned
+  bool twoInputSets = false;
+  size_t descriptorsPerSet = 0;
 };
 
-Layout layoutOf(const Executable &exe, const CudaOptions &options) {
+Layout layoutOf(const Executable &exe, const CudaOptions &options,
+                const LaunchPlan &plan) {
   Layout l;
   l.error = 0;
   l.arena = alignUp(sizeof(DeviceError));
-  uint64_t at = l.arena + alignUp(exe.plan.peak);
+  uint64_t at = l.arena + alignUp(plan.peak);
   l.arguments = at;
+  l.twoInputSets = options.graph;
   for (const auto &arg : exe.module->graph().arguments()) {
-    l.argumentOffsets.push_back(at);
+    l.argumentOffsets[0].push_back(at);
     at += alignUp(typeBytes(arg->type()));
+    if (arg->kind() == ir::ValueKind::Input)
+      l.inputBytes += alignUp(typeBytes(arg->type()));
+  }
+  l.argumentOffsets[1] = l.argumentOffsets[0];
+  if (l.twoInputSets) {
+    const auto &args = exe.module->graph().arguments();
+    for (size_t i = 0; i < args.size(); ++i)
+      if (args[i]->kind() == ir::ValueKind::Input) {
+        l.argumentOffsets[1][i] = at;
+        at += alignUp(typeBytes(args[i]->type()));
+      }
   }
   l.scratch = at;
   uint64_t scratch = 0;
   for (const auto &op : exe.module->graph().ops())
     scratch = std::max(scratch, cudaScratchBytes(*op));
   l.workspace = l.scratch + alignUp(scratch);
-  l.total = l.workspace + alignUp(options.workspaceBytes);
+  l.descriptors = l.workspace + alignUp(options.workspaceBytes);
+  l.descriptorsPerSet = plan.groupedOps();
+  l.total =
+      l.descriptors + alignUp((l.twoInputSets ? 2 : 1) * l.descriptorsPerSet *
+                              sizeof(FusedGroupTensor));
   return l;
 }
 
@@ -65,41 +100,66 @@ Layout layoutOf(const Executable &exe, const CudaOptions &options) {
 struct CudaExecutor::State {
   const Executable &exe;
   CudaOptions options;
+  LaunchPlan plan;
   Layout layout;
   std::string deviceName;
   std::byte *base = nullptr;
   cudaStream_t stream = nullptr;
   cublasLtHandle_t lt = nullptr;
-  cudaGraphExec_t graph = nullptr;
+  cudaGraphExec_t graphs[2] = {nullptr, nullptr}; // by input set
+
+  // Inputs handed over early: copied from `staging` (pinned host memory)
+  // on `copyStream` after `before` (the compute stream's work before the
+  // step that runs meanwhile), `copied` recorded when done.
+  cudaStream_t copyStream = nullptr;
+  cudaEvent_t before = nullptr, copied = nullptr;
+  std::byte *staging = nullptr;
+  std::vector<uint64_t> stagingOffsets; // by graph argument (inputs only)
+  int stagedSet = -1;                   // the set holding the next inputs
+  int lastSet = 0;                      // the set the last run read
 
   std::vector<const ir::Value *> arguments; // graph arguments in order
   llvm::DenseMap<const ir::Value *, int> argumentIndex;
   llvm::DenseMap<const ir::Value *, uint64_t> offsetOf; // arena offsets
   struct Step {
-    const ir::Op *op;
-    CudaKernelFn kernel;
-    std::vector<DeviceTensor> operands;
+    const ir::Op *op;   // the op, or the first op of a group
+    uint32_t position;  // of `op` in the executable's order (messages)
+    CudaKernelFn kernel = nullptr;
+    std::vector<DeviceTensor> operands[2]; // by input set
     DeviceTensor out;
     std::unique_ptr<MatmulPlan> matmul;
+    std::unique_ptr<GroupLaunch> group;               // a grouped launch
+    FusedGroupTensor *descriptors[2] = {nullptr, nullptr}; // device, by set
   };
   std::vector<Step> steps;
 
   explicit State(const Executable &exe) : exe(exe) {}
   ~State() {
-    if (graph)
-      cudaGraphExecDestroy(graph);
+    for (cudaGraphExec_t g : graphs)
+      if (g)
+        cudaGraphExecDestroy(g);
+    if (copyStream)
+      cudaStreamSynchronize(copyStream);
     if (lt)
       cublasLtDestroy(lt);
+    if (before)
+      cudaEventDestroy(before);
+    if (copied)
+      cudaEventDestroy(copied);
+    if (copyStream)
+      cudaStreamDestroy(copyStream);
     if (stream)
       cudaStreamDestroy(stream);
+    if (staging)
+      cudaFreeHost(staging);
     if (base)
       cudaFree(base);
   }
 
-  DeviceTensor tensorOf(const ir::Value *v) {
+  DeviceTensor tensorOf(const ir::Value *v, int set = 0) {
     auto it = argumentIndex.find(v);
     if (it != argumentIndex.end())
-      return {base + layout.argumentOffsets[it->second], &v->type()};
+      return {base + layout.argumentOffsets[set][it->second], &v->type()};
     return {base + layout.arena + offsetOf.lookup(v), &v->type()};
   }
 
@@ -107,15 +167,27 @@ struct CudaExecutor::State {
     return reinterpret_cast<DeviceError *>(base + layout.error);
   }
 
-  // Enqueues every step on the stream.
-  LogicalResult enqueueSteps(DiagnosticEngine &diag) {
+  // Enqueues every step, reading the inputs of `set`, on the stream.
+  LogicalResult enqueueSteps(int set, DiagnosticEngine &diag) {
     for (size_t i = 0; i < steps.size(); ++i) {
       Step &s = steps[i];
+      Launch launch{stream, errorRecord(), static_cast<int32_t>(i)};
+      if (s.group) {
+        const GroupLaunch &g = *s.group;
+        if (failed(MGC_CUDA_CHECK(
+                launchFusedGroup(launch, g.program, g.scalarMask, g.dt,
+                                 s.descriptors[set],
+                                 static_cast<int32_t>(g.tensors.size()),
+                                 g.chunks),
+                diag, s.op)))
+          return failure();
+        continue;
+      }
       CudaKernelArgs args{*s.op,
-                          s.operands,
+                          s.operands[set],
                           s.out,
                           base + layout.scratch,
-                          {stream, errorRecord(), static_cast<int32_t>(i)},
+                          launch,
                           s.matmul.get(),
                           base + layout.workspace,
                           diag};
@@ -125,14 +197,15 @@ struct CudaExecutor::State {
     return success();
   }
 
-  // Captures the steps as a graph (once) and launches it.
-  LogicalResult launchGraph(DiagnosticEngine &diag) {
+  // Captures the steps reading `set` as a graph (once) and launches it.
+  LogicalResult launchGraph(int set, DiagnosticEngine &diag) {
+    cudaGraphExec_t &graph = graphs[set];
     if (!graph) {
       if (failed(MGC_CUDA_CHECK(
               cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
               diag, nullptr)))
         return failure();
-      LogicalResult enqueued = enqueueSteps(diag);
+      LogicalResult enqueued = enqueueSteps(set, diag);
       cudaGraph_t captured = nullptr;
       cudaError_t ended = cudaStreamEndCapture(stream, &captured);
       if (failed(enqueued)) {
@@ -151,6 +224,60 @@ struct CudaExecutor::State {
     }
     return MGC_CUDA_CHECK(cudaGraphLaunch(graph, stream), diag, nullptr);
   }
+
+  // Checks `next` (every input, of its type, nothing else) and starts its
+  // copy into the input buffers of `set` on the copy stream.
+  LogicalResult stageInputs(const NamedTensors &next, int set,
+                            DiagnosticEngine &diag) {
+    unsigned errors = diag.errorCount();
+    std::vector<const runtime::Tensor *> inputs(arguments.size(), nullptr);
+    for (size_t i = 0; i < arguments.size(); ++i) {
+      const ir::Value &arg = *arguments[i];
+      if (arg.kind() != ir::ValueKind::Input)
+        continue;
+      auto it = next.find(arg.name());
+      if (it == next.end())
+        diag.error("missing tensor for input '" + arg.name() +
+                   "' among the next run's inputs");
+      else if (it->second.type() != arg.type())
+        diag.error("the next run's tensor '" + arg.name() + "' has type " +
+                   it->second.type().str() + " but the model expects " +
+                   arg.type().str());
+      else
+        inputs[i] = &it->second;
+    }
+    for (const auto &[name, tensor] : next) {
+      const ir::Value *v = exe.module->graph().findArgument(name);
+      if (!v || v->kind() != ir::ValueKind::Input)
+        diag.error("tensor '" + name +
+                   "' among the next run's inputs is not an input of the "
+                   "model");
+    }
+    if (diag.errorCount() != errors)
+      return failure();
+    // The staging buffer may still be read by the previous copy.
+    if (failed(MGC_CUDA_CHECK(cudaEventSynchronize(copied), diag, nullptr)) ||
+        failed(MGC_CUDA_CHECK(cudaStreamWaitEvent(copyStream, before, 0),
+                              diag, nullptr)))
+      return failure();
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!inputs[i] || !inputs[i]->nbytes())
+        continue;
+      std::byte *host = staging + stagingOffsets[i];
+      std::memcpy(host, inputs[i]->data(), inputs[i]->nbytes());
+      if (failed(MGC_CUDA_CHECK(
+              cudaMemcpyAsync(base + layout.argumentOffsets[set][i], host,
+                              inputs[i]->nbytes(), cudaMemcpyHostToDevice,
+                              copyStream),
+              diag, nullptr)))
+        return failure();
+    }
+    if (failed(MGC_CUDA_CHECK(cudaEventRecord(copied, copyStream), diag,
+                              nullptr)))
+      return failure();
+    stagedSet = set;
+    return success();
+  }
 };
 
 CudaExecutor::CudaExecutor(std::unique_ptr<State> state)
@@ -158,12 +285,14 @@ CudaExecutor::CudaExecutor(std::unique_ptr<State> state)
 CudaExecutor::~CudaExecutor() = default;
 
 const Executable &CudaExecutor::executable() const { return s_->exe; }
+const LaunchPlan &CudaExecutor::launchPlan() const { return s_->plan; }
 uint64_t CudaExecutor::deviceBytes() const { return s_->layout.total; }
 const std::string &CudaExecutor::deviceName() const { return s_->deviceName; }
 
 uint64_t CudaExecutor::requiredBytes(const Executable &exe,
                                      const CudaOptions &options) {
-  return layoutOf(exe, options).total;
+  return layoutOf(exe, options, planLaunches(exe, launchOptionsOf(options)))
+      .total;
 }
 
 std::unique_ptr<CudaExecutor> CudaExecutor::create(const Executable &exe,
@@ -195,7 +324,8 @@ std::unique_ptr<CudaExecutor> CudaExecutor::create(const Executable &exe,
   auto state = std::make_unique<State>(exe);
   State &s = *state;
   s.options = options;
-  s.layout = layoutOf(exe, options);
+  s.plan = planLaunches(exe, launchOptionsOf(options));
+  s.layout = layoutOf(exe, options, s.plan);
   auto info = cudaDeviceInfo(diag);
   if (!info)
     return nullptr;
@@ -212,19 +342,79 @@ std::unique_ptr<CudaExecutor> CudaExecutor::create(const Executable &exe,
           cudaMalloc(reinterpret_cast<void **>(&s.base), s.layout.total), diag,
           nullptr)))
     return nullptr;
+  if (s.layout.twoInputSets) {
+    if (failed(MGC_CUDA_CHECK(
+            cudaStreamCreateWithFlags(&s.copyStream, cudaStreamNonBlocking),
+            diag, nullptr)) ||
+        failed(MGC_CUDA_CHECK(
+            cudaEventCreateWithFlags(&s.before, cudaEventDisableTiming), diag,
+            nullptr)) ||
+        failed(MGC_CUDA_CHECK(
+            cudaEventCreateWithFlags(&s.copied, cudaEventDisableTiming), diag,
+            nullptr)) ||
+        (s.layout.inputBytes &&
+         failed(MGC_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void **>(
+                                                  &s.staging),
+                                              s.layout.inputBytes),
+                               diag, nullptr))))
+      return nullptr;
+  }
 
+  uint64_t staged = 0;
   for (const auto &arg : graph.arguments()) {
     s.argumentIndex[arg.get()] = static_cast<int>(s.arguments.size());
     s.arguments.push_back(arg.get());
+    s.stagingOffsets.push_back(staged);
+    if (arg->kind() == ir::ValueKind::Input)
+      staged += alignUp(typeBytes(arg->type()));
   }
   for (size_t i = 0; i < ops.size(); ++i)
-    s.offsetOf[ops[i]->result()] = exe.plan.slots[i].offset;
-  for (uint32_t i : exe.order) {
-    const ir::Op *op = ops[i];
-    State::Step step{
-        op, cudaKernelFor(op->kind()), {}, s.tensorOf(op->result()), nullptr};
-    for (const ir::Value *v : op->operands())
-      step.operands.push_back(s.tensorOf(v));
+    s.offsetOf[ops[i]->result()] = s.plan.offsets[i];
+  std::vector<uint32_t> positionInExe(ops.size(), 0);
+  for (size_t p = 0; p < exe.order.size(); ++p)
+    positionInExe[exe.order[p]] = static_cast<uint32_t>(p);
+
+  int sets = s.layout.twoInputSets ? 2 : 1;
+  size_t descriptorsUsed = 0;
+  for (const LaunchPlan::Run &run : s.plan.runs) {
+    const ir::Op *op = ops[s.plan.order[run.begin]];
+    State::Step step;
+    step.op = op;
+    step.position = positionInExe[s.plan.order[run.begin]];
+    if (run.size() > 1) {
+      // One launch for the group; its descriptors written once, per set.
+      std::vector<const ir::Op *> members;
+      for (uint32_t p = run.begin; p < run.end; ++p)
+        members.push_back(ops[s.plan.order[p]]);
+      for (int set = 0; set < sets; ++set) {
+        auto group = makeGroupLaunch(
+            members,
+            [&](const ir::Value *v) { return s.tensorOf(v, set).data; }, diag);
+        if (!group)
+          return nullptr;
+        auto *at = reinterpret_cast<FusedGroupTensor *>(
+            s.base + s.layout.descriptors +
+            (set * s.layout.descriptorsPerSet + descriptorsUsed) *
+                sizeof(FusedGroupTensor));
+        if (!group->tensors.empty() &&
+            failed(MGC_CUDA_CHECK(
+                cudaMemcpy(at, group->tensors.data(),
+                           group->tensors.size() * sizeof(FusedGroupTensor),
+                           cudaMemcpyHostToDevice),
+                diag, op)))
+          return nullptr;
+        step.descriptors[set] = at;
+        step.group = std::move(group);
+      }
+      descriptorsUsed += run.size();
+      s.steps.push_back(std::move(step));
+      continue;
+    }
+    step.kernel = cudaKernelFor(op->kind());
+    step.out = s.tensorOf(op->result());
+    for (int set = 0; set < 2; ++set)
+      for (const ir::Value *v : op->operands())
+        step.operands[set].push_back(s.tensorOf(v, set < sets ? set : 0));
     if (op->kind() == ir::OpKind::Matmul) {
       step.matmul = MatmulPlan::create(*op, s.lt, options.workspaceBytes, diag);
       if (!step.matmul)
@@ -246,7 +436,8 @@ FailureOr<runtime::Tensor> CudaExecutor::readArgument(const std::string &name,
   }
   runtime::Tensor t(v->type());
   if (t.nbytes() &&
-      (failed(MGC_CUDA_CHECK(cudaMemcpyAsync(t.data(), s.tensorOf(v).data,
+      (failed(MGC_CUDA_CHECK(cudaMemcpyAsync(t.data(),
+                                             s.tensorOf(v, s.lastSet).data,
                                              t.nbytes(), cudaMemcpyDeviceToHost,
                                              s.stream),
                              diag, nullptr)) ||
@@ -282,19 +473,38 @@ FailureOr<RunResult> CudaExecutor::run(const NamedTensors &arguments,
     if (!s.exe.module->graph().findArgument(name))
       diag.error("tensor '" + name +
                  "' is not an input, parameter or state of the model");
+  if ((control.next || control.staged) && !s.layout.twoInputSets)
+    diag.error("inputs handed over early need a CUDA Graph "
+               "(CudaOptions::graph)");
+  else if (control.staged && s.stagedSet < 0)
+    diag.error("no inputs were handed over early for this run (give them as "
+               "the previous run's RunControl::next)");
   if (diag.errorCount() != before)
     return failure();
 
-  for (size_t i = 0; i < bound.size(); ++i)
-    if (bound[i]->nbytes() &&
-        !(control.resident &&
-          control.resident->count(s.arguments[i]->name())) &&
-        failed(
-            MGC_CUDA_CHECK(cudaMemcpyAsync(s.base + s.layout.argumentOffsets[i],
-                                           bound[i]->data(), bound[i]->nbytes(),
-                                           cudaMemcpyHostToDevice, s.stream),
-                           diag, nullptr)))
+  // The set of input buffers this run reads: the staged one, or set 0
+  // after any copy still in flight (its inputs are not used) has ended.
+  int set = 0;
+  if (control.staged)
+    set = s.stagedSet;
+  else if (s.stagedSet >= 0 &&
+           failed(MGC_CUDA_CHECK(cudaStreamSynchronize(s.copyStream), diag,
+                                 nullptr)))
+    return failure();
+  s.stagedSet = -1;
+  s.lastSet = set;
+  for (size_t i = 0; i < bound.size(); ++i) {
+    bool input = s.arguments[i]->kind() == ir::ValueKind::Input;
+    if (!bound[i]->nbytes() || (input && control.staged) ||
+        (control.resident && control.resident->count(s.arguments[i]->name())))
+      continue;
+    if (failed(MGC_CUDA_CHECK(
+            cudaMemcpyAsync(s.base + s.layout.argumentOffsets[set][i],
+                            bound[i]->data(), bound[i]->nbytes(),
+                            cudaMemcpyHostToDevice, s.stream),
+            diag, nullptr)))
       return failure();
+  }
   // No error yet: owner 0, element all ones.
   if (failed(MGC_CUDA_CHECK(
           cudaMemsetAsync(s.errorRecord(), 0, sizeof(DeviceError), s.stream),
@@ -303,7 +513,20 @@ FailureOr<RunResult> CudaExecutor::run(const NamedTensors &arguments,
                                             sizeof(uint64_t), s.stream),
                             diag, nullptr)))
     return failure();
-  if (failed(s.options.graph ? s.launchGraph(diag) : s.enqueueSteps(diag)))
+  if (control.staged &&
+      failed(MGC_CUDA_CHECK(cudaStreamWaitEvent(s.stream, s.copied, 0), diag,
+                            nullptr)))
+    return failure();
+  // Everything before this step: the next inputs' copy waits for it (older
+  // steps read the other set), not for this step.
+  if (control.next &&
+      failed(MGC_CUDA_CHECK(cudaEventRecord(s.before, s.stream), diag,
+                            nullptr)))
+    return failure();
+  if (failed(s.options.graph ? s.launchGraph(set, diag)
+                             : s.enqueueSteps(set, diag)))
+    return failure();
+  if (control.next && failed(s.stageInputs(*control.next, 1 - set, diag)))
     return failure();
 
   RunResult result;
@@ -311,7 +534,7 @@ FailureOr<RunResult> CudaExecutor::run(const NamedTensors &arguments,
                      const std::string &name) {
     runtime::Tensor t(v->type());
     if (t.nbytes() &&
-        failed(MGC_CUDA_CHECK(cudaMemcpyAsync(t.data(), s.tensorOf(v).data,
+        failed(MGC_CUDA_CHECK(cudaMemcpyAsync(t.data(), s.tensorOf(v, set).data,
                                               t.nbytes(),
                                               cudaMemcpyDeviceToHost, s.stream),
                               diag, nullptr)))
@@ -333,10 +556,11 @@ FailureOr<RunResult> CudaExecutor::run(const NamedTensors &arguments,
     // every kernel.
     uint64_t bytes = typeBytes(u.value->type());
     if (bytes &&
-        failed(MGC_CUDA_CHECK(
-            cudaMemcpyAsync(s.tensorOf(u.target).data, s.tensorOf(u.value).data,
-                            bytes, cudaMemcpyDeviceToDevice, s.stream),
-            diag, nullptr)))
+        failed(MGC_CUDA_CHECK(cudaMemcpyAsync(s.tensorOf(u.target).data,
+                                              s.tensorOf(u.value, set).data,
+                                              bytes, cudaMemcpyDeviceToDevice,
+                                              s.stream),
+                              diag, nullptr)))
       return failure();
   }
   DeviceError error{};
@@ -350,12 +574,13 @@ FailureOr<RunResult> CudaExecutor::run(const NamedTensors &arguments,
     size_t step = (error.owner >> 8) - 1;
     uint32_t code = static_cast<uint32_t>(error.owner & 0xff);
     if (step < s.steps.size()) {
-      const ir::Op &op = *s.steps[step].op;
-      diag.error(
-          op.loc(),
-          "op %" + std::to_string(step) + " (" + op.name().str() + "): " +
-              describeDeviceError(op, code, static_cast<int64_t>(error.element),
-                                  error.intValue, error.realValue));
+      const State::Step &st = s.steps[step];
+      const ir::Op &op = *st.op;
+      diag.error(op.loc(), "op %" + std::to_string(st.position) + " (" +
+                               op.name().str() + "): " +
+                               describeDeviceError(
+                                   op, code, static_cast<int64_t>(error.element),
+                                   error.intValue, error.realValue));
     } else {
       diag.error("a kernel reported an error of an unknown op");
     }

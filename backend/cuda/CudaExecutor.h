@@ -4,11 +4,16 @@
 // and copies the outputs and the new values of updated parameters and state
 // back. All device memory (the plan's arena, the argument buffers, kernel
 // scratch space and cuBLASLt's workspace) is one allocation made by create;
-// a step allocates nothing. With CudaOptions::graph the step's kernels are
-// captured as a CUDA Graph on the first run and replayed after.
+// a step allocates nothing. Consecutive elementwise ops of one expression
+// (the optimizer's updates of every parameter) run as one kernel
+// (backend/LaunchGroups.h). With CudaOptions::graph the step's kernels are
+// captured as a CUDA Graph on the first run and replayed after, and the
+// inputs of the next run can be copied in on a side stream while a step
+// runs (RunControl::next).
 #pragma once
 
 #include "backend/Executable.h"
+#include "backend/LaunchGroups.h"
 #include "backend/cpu/CpuExecutor.h"
 #include "support/Diagnostics.h"
 #include "support/Result.h"
@@ -32,6 +37,14 @@ struct RunControl {
   // device at the end of the step, instead of returning it
   // (RunResult::updates stays empty; readArgument fetches a value).
   bool updatesStayOnDevice = false;
+  // With CudaOptions::graph: the inputs of the next run, handed over early.
+  // They are copied to the device on a side stream, into the second set of
+  // input buffers, while this run's step executes (the copy waits for
+  // nothing this step does). The next run must then set `staged`.
+  const NamedTensors *next = nullptr;
+  // This run's inputs are the `next` of the previous run, already on their
+  // way: not copied again (they must still be given, for the checks).
+  bool staged = false;
 };
 
 struct CudaOptions {
@@ -40,6 +53,9 @@ struct CudaOptions {
   bool graph = false;
   // cuBLASLt workspace bytes.
   uint64_t workspaceBytes = 32ull << 20;
+  // Run consecutive elementwise ops of one expression as one kernel, the
+  // optimizer's update ops brought together first (backend/LaunchGroups.h).
+  bool groupLaunches = true;
 };
 
 class CudaExecutor {
@@ -67,6 +83,8 @@ public:
                                           DiagnosticEngine &diag);
 
   const Executable &executable() const;
+  // The order, launches and arena placement the executor runs.
+  const LaunchPlan &launchPlan() const;
   // Bytes of the one device allocation.
   uint64_t deviceBytes() const;
   const std::string &deviceName() const;

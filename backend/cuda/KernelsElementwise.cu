@@ -4,6 +4,7 @@
 // KernelsElementwise.cpp, in the same compute types (f32 for f32, bf16 and
 // f16 storage; f64; int64 for integers, wrapping on overflow).
 #include "backend/cuda/DeviceCommon.cuh"
+#include "backend/cuda/LaunchGrouped.h"
 
 #include <cmath>
 
@@ -460,6 +461,77 @@ cudaError_t launchDropout(const Launch &l, Dt dt, const void *x, void *y,
   return visitFloat(dt, [&]<typename S>() {
     dropoutKernel<S><<<gridFor(n), kThreads, 0, l.stream>>>(
         static_cast<const S *>(x), static_cast<S *>(y), n, p, scale, key);
+    return lastError();
+  });
+}
+
+} // namespace mgc::backend::cuda
+
+namespace mgc::backend::cuda {
+
+// --- Grouped launches: the fused expression over several tensors.
+namespace {
+
+// One block per chunk (grid-stride over the group's chunks): the chunk's
+// tensor found by binary search over firstChunk, then one thread per
+// element, computing exactly what fusedKernel computes for that element.
+template <typename C, typename Out>
+__global__ void fusedGroupKernel(FusedProgram p, uint32_t scalarMask,
+                                 const FusedGroupTensor *tensors,
+                                 int32_t count, int64_t chunks) {
+  C regs[kMaxFusedInstrs];
+  for (int64_t c = blockIdx.x; c < chunks; c += gridDim.x) {
+    int32_t lo = 0, hi = count - 1;
+    while (lo < hi) {
+      int32_t mid = lo + (hi - lo + 1) / 2;
+      if (tensors[mid].firstChunk <= c)
+        lo = mid;
+      else
+        hi = mid - 1;
+    }
+    const FusedGroupTensor &t = tensors[lo];
+    int64_t begin = (c - t.firstChunk) * kFusedGroupChunk;
+    int64_t end = begin + kFusedGroupChunk < t.n ? begin + kFusedGroupChunk
+                                                 : t.n;
+    Out *out = static_cast<Out *>(t.out);
+    for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+      for (int j = 0; j < p.numInstrs; ++j) {
+        C args[2] = {C(0), C(0)};
+        for (int a = 0; a < 2; ++a) {
+          int32_t k = p.argIndex[j][a];
+          switch (p.argKind[j][a]) {
+          case 0:
+            args[a] = loadAs<C>(t.operand[k], p.operandDt[k],
+                                (scalarMask >> k) & 1u ? 0 : i);
+            break;
+          case 1:
+            args[a] = regs[k];
+            break;
+          default:
+            args[a] = static_cast<C>(p.literal[j][a]);
+            break;
+          }
+        }
+        regs[j] = applyFused<C>(p.op[j], args[0], args[1]);
+      }
+      out[i] =
+          Elem<Out>::store(static_cast<ComputeOf<Out>>(regs[p.numInstrs - 1]));
+    }
+  }
+}
+
+} // namespace
+
+cudaError_t launchFusedGroup(const Launch &l, const FusedProgram &program,
+                             uint32_t scalarMask, Dt dt,
+                             const FusedGroupTensor *tensors, int32_t count,
+                             int64_t chunks) {
+  if (chunks <= 0 || count <= 0 || program.numInstrs <= 0)
+    return cudaSuccess;
+  return visitFloat(dt, [&]<typename S>() {
+    using C = std::conditional_t<std::is_same_v<S, double>, double, float>;
+    fusedGroupKernel<C, S><<<blocksFor(chunks), kThreads, 0, l.stream>>>(
+        program, scalarMask, tensors, count, chunks);
     return lastError();
   });
 }
