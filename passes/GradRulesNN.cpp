@@ -4,7 +4,6 @@
 // *_grad ops; otherwise it composes existing ops.
 #include "passes/GradRules.h"
 
-#include <cmath>
 #include <vector>
 
 namespace mgc::passes::grad {
@@ -125,31 +124,24 @@ void gradCausalMask(GradContext &ctx, Grads grads) {
   grads[0] = ctx.create(OpKind::CausalMaskGrad, {ctx.dy()});
 }
 
-// The fused attention differentiated by recomputing its probabilities from
-// q and k (as FlashAttention's backward does) and composing existing ops:
-//   s = q k^T / sqrt(Dh),  p = softmax(causal_mask(s)),  y = p v
-//   dv = p^T dy,  dp = dy v^T,  ds = softmax_grad(dp, p) / sqrt(Dh)
-//   dq = ds k,    dk = ds^T q
-// Masked entries have p = 0, so softmax_grad already gives them ds = 0.
+// The fused attention differentiated by its fused backward, attention_grad
+// (FlashAttention-2's backward: the probabilities are recomputed from q and
+// k one tile at a time, never stored). Its result stacks dq, dk and dv on a
+// new leading axis; each needed gradient is one slice of it.
 void gradAttention(GradContext &ctx, Grads grads) {
-  Value *q = ctx.x(0), *k = ctx.x(1), *v = ctx.x(2), *dy = ctx.dy();
-  double dh = static_cast<double>(q->type().shape.back());
-  double scale = 1.0 / std::sqrt(dh == 0 ? 1.0 : dh);
-  Value *s =
-      ctx.scale(ctx.create(OpKind::Matmul, {q, ctx.swapLastTwo(k)}), scale);
-  Value *p = ctx.create(OpKind::Softmax, {ctx.create(OpKind::CausalMask, {s})},
-                        {{"axis", int64_t(-1)}});
-  if (ctx.needs(2))
-    grads[2] = ctx.create(OpKind::Matmul, {ctx.swapLastTwo(p), dy});
-  if (!ctx.needs(0) && !ctx.needs(1))
-    return;
-  Value *dp = ctx.create(OpKind::Matmul, {dy, ctx.swapLastTwo(v)});
-  Value *ds = ctx.scale(
-      ctx.create(OpKind::SoftmaxGrad, {dp, p}, {{"axis", int64_t(-1)}}), scale);
-  if (ctx.needs(0))
-    grads[0] = ctx.create(OpKind::Matmul, {ds, k});
-  if (ctx.needs(1))
-    grads[1] = ctx.create(OpKind::Matmul, {ctx.swapLastTwo(ds), q});
+  Value *q = ctx.x(0);
+  Value *stacked = ctx.create(OpKind::AttentionGrad,
+                              {q, ctx.x(1), ctx.x(2), ctx.y(), ctx.dy()});
+  const ir::TensorType &t = q->type();
+  std::vector<int64_t> shape(t.shape.begin(), t.shape.end());
+  for (int64_t i = 0; i < 3; ++i) {
+    if (!ctx.needs(static_cast<unsigned>(i)))
+      continue;
+    Value *part = ctx.create(
+        OpKind::Slice, {stacked},
+        {{"axis", int64_t(0)}, {"start", i}, {"end", i + 1}});
+    grads[i] = ctx.create(OpKind::Reshape, {part}, {{"shape", shape}});
+  }
 }
 
 } // namespace mgc::passes::grad

@@ -345,6 +345,7 @@ constexpr RuleRow kRules[] = {
     {ir::OpKind::MaxGrad, ruleMaxGrad},
     {ir::OpKind::CrossEntropyGrad, ruleCrossEntropyGrad},
     {ir::OpKind::CausalMaskGrad, ruleCausalMaskGrad},
+    {ir::OpKind::AttentionGrad, ruleAttentionGrad},
     {ir::OpKind::Cos, ruleElementwise},
     {ir::OpKind::Minimum, ruleElementwise},
     {ir::OpKind::Maximum, ruleElementwise},

@@ -64,6 +64,7 @@ MGC_SHARDING_RULE(ruleMse)
 MGC_SHARDING_RULE(ruleCausalMask)
 MGC_SHARDING_RULE(ruleCausalMaskGrad)
 MGC_SHARDING_RULE(ruleAttention)
+MGC_SHARDING_RULE(ruleAttentionGrad)
 
 // Tensor parallelism over a vocabulary (ShardingRulesVocab.cpp).
 MGC_SHARDING_RULE(ruleSumExp)

@@ -164,4 +164,15 @@ void ruleAttention(const ir::Op &op, const ir::MeshAxis &axis,
     out.push_back(sig({S(d), S(d), S(d)}, S(d)));
 }
 
+// attention_grad(q, k, v, y, dy [..., T, Dh]) -> [3, ..., T, Dh]: as
+// attention, with the result's dimensions one further on (its leading axis
+// stacks dq, dk, dv). Linear in dy (through D = rowsum(dy * y) too), so a
+// partial dy with the rest replicated gives partial gradients.
+void ruleAttentionGrad(const ir::Op &op, const ir::MeshAxis &axis,
+                       Signatures &out) {
+  for (int64_t d : leadingSplits(op.operand(0)->type(), 2, axis))
+    out.push_back(sig({S(d), S(d), S(d), S(d), S(d)}, S(d + 1)));
+  out.push_back(sig({R(), R(), R(), R(), P()}, P()));
+}
+
 } // namespace mgc::passes::sharding

@@ -63,6 +63,8 @@ KernelFn kernelFor(ir::OpKind kind);
 uint64_t scratchBytes(const ir::Op &op);
 // The part of it for the communication ops (backend/cpu/KernelsCollective.cpp).
 uint64_t collectiveScratchBytes(const ir::Op &op);
+// The part of it for attention_grad (backend/cpu/KernelsAttention.cpp).
+uint64_t attentionGradScratchBytes(const ir::Op &op);
 
 // Chunk sizes of parallel loops, in elements or rows: fixed, so that results
 // do not depend on the number of threads.

@@ -60,6 +60,8 @@ void gemmBlocks(const T *a, const T *b, T *c, const MatmulShape &s,
 } // namespace
 
 uint64_t scratchBytes(const ir::Op &op) {
+  if (op.kind() == ir::OpKind::AttentionGrad)
+    return attentionGradScratchBytes(op);
   if (op.kind() != ir::OpKind::Matmul)
     return collectiveScratchBytes(op);
   ir::DType dt = op.type().dtype;

@@ -1,4 +1,5 @@
-// Normalisations, losses, lookups and attention, with their backward ops.
+// Normalisations, losses, lookups and the causal mask, with their backward
+// ops (attention is in KernelsAttention.cpp).
 // Row statistics (max, sums, means, variances) accumulate in f64 whatever
 // the storage type; each row is computed by one thread.
 #include "backend/cpu/Elem.h"
@@ -373,65 +374,6 @@ LogicalResult kernelCausalMask(const KernelArgs &args) {
 }
 LogicalResult kernelCausalMaskGrad(const KernelArgs &args) {
   return maskAbove(args, 0.0);
-}
-
-// q, k, v[H, T, Dh] (any leading axes) -> out[H, T, Dh]:
-// softmax(causal_mask(q k^T / sqrt(Dh))) v, one (head, query row) per task.
-// Two passes over the visible keys (max, then exp-weighted sum of values)
-// recompute the dot products instead of storing a row of scores, and the
-// output row is accumulated in f64 in blocks of Dh on the stack, so the
-// kernel needs no scratch space.
-LogicalResult kernelAttention(const KernelArgs &args) {
-  const ir::TensorType &qt = *args.in[0].type;
-  int64_t t = qt.shape[qt.rank() - 2], dh = qt.shape[qt.rank() - 1];
-  if (t == 0 || dh == 0)
-    return success();
-  int64_t heads = qt.size() / (t * dh);
-  double scale = 1.0 / std::sqrt(static_cast<double>(dh));
-  return visitFloat(args.out.dtype(), [&]<typename S>() {
-    using E = Elem<S>;
-    using C = ComputeOf<S>;
-    const S *q = args.in[0].as<S>(), *k = args.in[1].as<S>(),
-            *v = args.in[2].as<S>();
-    S *out = args.out.as<S>();
-    args.pool.parallelFor(heads * t, kRowGrain, [&](int64_t b, int64_t e) {
-      constexpr int64_t kBlock = 256;
-      double acc[kBlock];
-      for (int64_t task = b; task < e; ++task) {
-        int64_t h = task / t, i = task % t;
-        const S *qi = q + (h * t + i) * dh;
-        const S *kh = k + h * t * dh, *vh = v + h * t * dh;
-        auto score = [&](int64_t j) {
-          double dot = 0;
-          for (int64_t x = 0; x < dh; ++x)
-            dot += double(E::load(qi[x])) * E::load(kh[j * dh + x]);
-          return dot * scale;
-        };
-        double m = -kInf;
-        for (int64_t j = 0; j <= i; ++j) {
-          double s = score(j);
-          if (s > m || std::isnan(s))
-            m = s;
-        }
-        for (int64_t x0 = 0; x0 < dh; x0 += kBlock) {
-          int64_t x1 = std::min(dh, x0 + kBlock);
-          for (int64_t x = x0; x < x1; ++x)
-            acc[x - x0] = 0;
-          double sum = 0;
-          for (int64_t j = 0; j <= i; ++j) {
-            double p = std::exp(score(j) - m);
-            sum += p;
-            for (int64_t x = x0; x < x1; ++x)
-              acc[x - x0] += p * E::load(vh[j * dh + x]);
-          }
-          for (int64_t x = x0; x < x1; ++x)
-            out[(h * t + i) * dh + x] =
-                E::store(static_cast<C>(acc[x - x0] / sum));
-        }
-      }
-    });
-    return success();
-  });
 }
 
 } // namespace mgc::backend::cpu

@@ -410,6 +410,17 @@ LogicalResult kAttention(const CudaKernelArgs &args) {
                                  args.in[2].data, args.out.data, heads, t, dh));
 }
 
+// q, k, v, y, dy[..., T, Dh] -> [3, ..., T, Dh] = dq, dk, dv
+LogicalResult kAttentionGrad(const CudaKernelArgs &args) {
+  const ir::TensorType &qt = *args.in[0].type;
+  int64_t t = qt.shape[qt.rank() - 2], dh = qt.shape[qt.rank() - 1];
+  int64_t heads = t * dh == 0 ? 0 : qt.size() / (t * dh);
+  return CHECKED(launchAttentionGrad(
+      args.launch, toDt(args.out.dtype()), args.in[0].data, args.in[1].data,
+      args.in[2].data, args.in[3].data, args.in[4].data, args.out.data,
+      args.scratch, heads, t, dh));
+}
+
 // operands broadcast to `shape` -> out[shape]: the expression, one thread
 // per element.
 LogicalResult kFused(const CudaKernelArgs &args) {
@@ -543,6 +554,8 @@ CudaKernelFn cudaKernelFor(ir::OpKind kind) {
     return kCrossEntropyGrad;
   case OpKind::CausalMaskGrad:
     return kCausalMaskGrad;
+  case OpKind::AttentionGrad:
+    return kAttentionGrad;
   case OpKind::Cos:
     return kCos;
   case OpKind::Minimum:
@@ -583,17 +596,23 @@ std::string cudaUnsupported(const ir::Op &op) {
   }
   if (op.kind() == OpKind::Matmul && ir::isInteger(op.type().dtype))
     return "integer matmul is not supported on the CUDA backend yet";
-  if (op.kind() == OpKind::Attention) {
+  if (op.kind() == OpKind::Attention || op.kind() == OpKind::AttentionGrad) {
     const ir::TensorType &qt = op.operand(0)->type();
-    if (qt.shape[qt.rank() - 2] > kMaxAttentionT)
-      return "attention over " + std::to_string(qt.shape[qt.rank() - 2]) +
-             " positions is not supported on the CUDA backend yet (at most " +
-             std::to_string(kMaxAttentionT) + ")";
+    if (qt.shape.back() > kMaxAttentionDh)
+      return op.name().str() + " on heads of width " +
+             std::to_string(qt.shape.back()) +
+             " is not supported on the CUDA backend (at most " +
+             std::to_string(kMaxAttentionDh) + ")";
   }
   return "";
 }
 
 uint64_t cudaScratchBytes(const ir::Op &op) {
+  if (op.kind() == OpKind::AttentionGrad) {
+    const ir::TensorType &qt = op.operand(0)->type();
+    int64_t t = qt.shape[qt.rank() - 2], dh = qt.shape.back();
+    return attentionGradScratch(t * dh == 0 ? 0 : qt.size() / (t * dh), t);
+  }
   if (op.kind() == OpKind::CrossEntropy)
     return static_cast<uint64_t>(op.operand(1)->type().size()) * sizeof(double);
   return 0;

@@ -43,7 +43,8 @@ using CudaKernelFn = LogicalResult (*)(const CudaKernelArgs &args);
 
 // Why the CUDA backend cannot run `op` ("" when it can): the communication
 // ops and the vocabulary-parallel ops of multi-device programs, integer
-// matmul, ranks above kMaxRank, attention longer than kMaxAttentionT.
+// matmul, ranks above kMaxRank, attention on heads wider than
+// kMaxAttentionDh.
 std::string cudaUnsupported(const ir::Op &op);
 // The dispatch function of a supported op.
 CudaKernelFn cudaKernelFor(ir::OpKind kind);

@@ -1,7 +1,8 @@
-// Normalisations, losses, lookups, the causal mask and attention, with their
-// backward ops. Row statistics (max, sums, means, variances) accumulate in
-// f64 whatever the storage type, as on the CPU, with one block per row and
-// a fixed reduction tree, so results are the same run to run.
+// Normalisations, losses, lookups and the causal mask, with their backward
+// ops (attention is in KernelsAttention.cu). Row statistics (max, sums,
+// means, variances) accumulate in f64 whatever the storage type, as on the
+// CPU, with one block per row and a fixed reduction tree, so results are the
+// same run to run.
 #include "backend/cuda/DeviceCommon.cuh"
 
 #include <cmath>
@@ -261,46 +262,6 @@ __global__ void mseKernel(const S *a, const S *b, int64_t n, S *out) {
         Elem<S>::store(static_cast<ComputeOf<S>>(acc / static_cast<double>(n)));
 }
 
-constexpr int kAttentionThreads = 128;
-
-// One block per (head, query row i): the scores of keys 0..i in shared
-// memory (f64), their softmax, then each thread accumulates output columns.
-template <typename S>
-__global__ void attentionKernel(const S *q, const S *k, const S *v, S *out,
-                                int64_t heads, int64_t t, int64_t dh,
-                                double scale) {
-  using E = Elem<S>;
-  using C = ComputeOf<S>;
-  extern __shared__ double scores[];
-  for (int64_t task = blockIdx.x; task < heads * t; task += gridDim.x) {
-    int64_t h = task / t, i = task % t;
-    const S *qi = q + (h * t + i) * dh;
-    const S *kh = k + h * t * dh, *vh = v + h * t * dh;
-    double m = -INFINITY;
-    for (int64_t j = threadIdx.x; j <= i; j += blockDim.x) {
-      double dot = 0;
-      for (int64_t x = 0; x < dh; ++x)
-        dot += double(E::load(qi[x])) * E::load(kh[j * dh + x]);
-      scores[j] = dot * scale;
-      m = nanMax(m, scores[j]);
-    }
-    m = blockMax(m);
-    double s = 0;
-    for (int64_t j = threadIdx.x; j <= i; j += blockDim.x) {
-      scores[j] = exp(scores[j] - m);
-      s += scores[j];
-    }
-    s = blockSum(s); // also orders the writes of scores before the reads
-    for (int64_t x = threadIdx.x; x < dh; x += blockDim.x) {
-      double acc = 0;
-      for (int64_t j = 0; j <= i; ++j)
-        acc += scores[j] * E::load(vh[j * dh + x]);
-      out[(h * t + i) * dh + x] = E::store(static_cast<C>(acc / s));
-    }
-    __syncthreads(); // the next task overwrites the scores
-  }
-}
-
 } // namespace
 
 cudaError_t launchSoftmax(const Launch &l, Dt dt, const void *x, void *y,
@@ -451,25 +412,6 @@ cudaError_t launchMse(const Launch &l, Dt dt, const void *a, const void *b,
     mseKernel<S><<<1, 1024, 0, l.stream>>>(static_cast<const S *>(a),
                                            static_cast<const S *>(b), n,
                                            static_cast<S *>(out));
-    return lastError();
-  });
-}
-
-cudaError_t launchAttention(const Launch &l, Dt dt, const void *q,
-                            const void *k, const void *v, void *out,
-                            int64_t heads, int64_t t, int64_t dh) {
-  if (heads <= 0 || t <= 0 || dh <= 0)
-    return cudaSuccess;
-  // At most kMaxAttentionT doubles: 48 KiB, the default limit of dynamic
-  // shared memory.
-  size_t shared = static_cast<size_t>(t) * sizeof(double);
-  double scale = 1.0 / std::sqrt(static_cast<double>(dh));
-  return visitFloat(dt, [&]<typename S>() {
-    attentionKernel<S>
-        <<<blocksFor(heads * t), kAttentionThreads, shared, l.stream>>>(
-            static_cast<const S *>(q), static_cast<const S *>(k),
-            static_cast<const S *>(v), static_cast<S *>(out), heads, t, dh,
-            scale);
     return lastError();
   });
 }

@@ -159,7 +159,7 @@ cudaError_t launchMaxGrad(const Launch &launch, Dt dt, const void *dy,
                           const void *x, const void *y, void *dx,
                           const ReduceShape &s);
 
-// --- Normalisations, losses, lookups, attention (KernelsNN.cu).
+// --- Normalisations, losses, lookups (KernelsNN.cu).
 // outer * inner lines of `dim` elements `inner` apart.
 struct Lines {
   int64_t outer = 1, dim = 1, inner = 1;
@@ -196,10 +196,22 @@ cudaError_t launchCrossEntropyGrad(const Launch &launch, Dt dt, Dt idDt,
                                    int64_t classes, void *out);
 cudaError_t launchMse(const Launch &launch, Dt dt, const void *a, const void *b,
                       int64_t n, void *out);
-// Largest t the attention kernel takes (its scores live in shared memory).
-constexpr int64_t kMaxAttentionT = 6144;
+
+// --- Flash-style attention (KernelsAttention.cu): any t, heads of at most
+// kMaxAttentionDh columns (a thread keeps its part of an output row in
+// registers).
+constexpr int64_t kMaxAttentionDh = 128;
+// q, k, v[heads, t, dh] -> out[heads, t, dh].
 cudaError_t launchAttention(const Launch &launch, Dt dt, const void *q,
                             const void *k, const void *v, void *out,
                             int64_t heads, int64_t t, int64_t dh);
+// Scratch bytes of attention_grad: two statistics per (head, row).
+uint64_t attentionGradScratch(int64_t heads, int64_t t);
+// q, k, v, y, dy[heads, t, dh] -> out[3, heads, t, dh] = dq, dk, dv, with
+// `scratch` of attentionGradScratch(heads, t) bytes.
+cudaError_t launchAttentionGrad(const Launch &launch, Dt dt, const void *q,
+                                const void *k, const void *v, const void *y,
+                                const void *dy, void *out, void *scratch,
+                                int64_t heads, int64_t t, int64_t dh);
 
 } // namespace mgc::backend::cuda

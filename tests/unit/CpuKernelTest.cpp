@@ -150,6 +150,11 @@ bool buildCase(OpKind kind, OpCase &c) {
     result = c.op(kind, {c.x("q", {2, 2, 5, 4}), c.x("k", {2, 2, 5, 4}),
                          c.x("v", {2, 2, 5, 4})});
     break;
+  case OpKind::AttentionGrad:
+    result = c.op(kind, {c.x("q", {2, 2, 5, 4}), c.x("k", {2, 2, 5, 4}),
+                         c.x("v", {2, 2, 5, 4}), c.x("y", {2, 2, 5, 4}),
+                         c.x("dy", {2, 2, 5, 4})});
+    break;
   case OpKind::SumExp: {
     Value *x = c.x("x", {2, 3, 5});
     Value *m = c.op(OpKind::Max, {x}, {{"axes", std::vector<int64_t>{-1}}});

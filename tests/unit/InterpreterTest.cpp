@@ -374,6 +374,14 @@ TEST_CASE("interp: every op kind is evaluated") {
                                          f.randomInput("k", {3, 2}, 2),
                                          f.randomInput("v", {3, 2}, 3)});
        }},
+      {OpKind::AttentionGrad, // values checked in AttentionGradTest.cpp
+       [](InterpFixture &f) {
+         return f.op(OpKind::AttentionGrad, {f.randomInput("q", {3, 2}, 1),
+                                             f.randomInput("k", {3, 2}, 2),
+                                             f.randomInput("v", {3, 2}, 3),
+                                             f.randomInput("y", {3, 2}, 4),
+                                             f.randomInput("dy", {3, 2}, 5)});
+       }},
       // The internal backward ops (their values are checked against finite
       // differences in GradCheckTest.cpp).
       {OpKind::ReluGrad, binary(OpKind::ReluGrad)},

@@ -304,6 +304,11 @@ std::vector<CaseDef> caseDefs() {
     c.make(OpKind::Attention,
            {c.rand({4, 3, 5, 2}), c.rand({4, 3, 5, 2}), c.rand({4, 3, 5, 2})});
   });
+  add("attention_grad", [](Case &c) {
+    c.make(OpKind::AttentionGrad,
+           {c.rand({4, 3, 5, 2}), c.rand({4, 3, 5, 2}), c.rand({4, 3, 5, 2}),
+            c.rand({4, 3, 5, 2}), c.rand({4, 3, 5, 2})});
+  });
   for (bool keep : {false, true})
     add(std::string("max_grad") + (keep ? " keepdims" : ""), [keep](Case &c) {
       Attrs attrs{{"axes", Ints{1}}, {"keepdims", keep}};
