@@ -59,56 +59,51 @@ void axpyRow(ComputeOf<S> *acc, ComputeOf<S> w, const S *row, int64_t n) {
 } // namespace
 
 // q, k, v[H, T, Dh] (any leading axes) -> out[H, T, Dh]:
-// softmax(causal_mask(q k^T / sqrt(Dh))) v, one (head, query row) per task.
-// Two passes over the visible keys (max, then exp-weighted sum of values)
-// recompute the dot products instead of storing a row of scores, and the
-// output row is accumulated in f64 in blocks of Dh on the stack, so the
+// softmax(causal_mask(q k^T / sqrt(Dh))) v, one (head, query row) per task,
+// in f32 for f32, bf16 and f16 storage (f64 for f64). A first pass over
+// the visible keys finds the scores' maximum, keeping the scores of a row
+// of up to kRowCache keys on the stack (a longer row recomputes them); a
+// second accumulates exp(s - max) v in blocks of Dh on the stack, so the
 // kernel needs no scratch space.
 LogicalResult kernelAttention(const KernelArgs &args) {
-  const ir::TensorType &qt = *args.in[0].type;
-  int64_t t = qt.shape[qt.rank() - 2], dh = qt.shape[qt.rank() - 1];
-  if (t == 0 || dh == 0)
+  Heads hd(*args.in[0].type);
+  int64_t heads = hd.heads, t = hd.t, dh = hd.dh;
+  if (heads == 0)
     return success();
-  int64_t heads = qt.size() / (t * dh);
-  double scale = 1.0 / std::sqrt(static_cast<double>(dh));
   return visitFloat(args.out.dtype(), [&]<typename S>() {
     using E = Elem<S>;
     using C = ComputeOf<S>;
     const S *q = args.in[0].as<S>(), *k = args.in[1].as<S>(),
             *v = args.in[2].as<S>();
     S *out = args.out.as<S>();
+    C scale = C(1.0 / std::sqrt(static_cast<double>(dh)));
     args.pool.parallelFor(heads * t, kRowGrain, [&](int64_t b, int64_t e) {
-      double acc[kBlock];
+      C acc[kBlock], scores[kRowCache];
       for (int64_t task = b; task < e; ++task) {
         int64_t h = task / t, i = task % t;
-        const S *qi = q + (h * t + i) * dh;
+        const S *qi = q + task * dh;
         const S *kh = k + h * t * dh, *vh = v + h * t * dh;
-        auto score = [&](int64_t j) {
-          double dot = 0;
-          for (int64_t x = 0; x < dh; ++x)
-            dot += double(E::load(qi[x])) * E::load(kh[j * dh + x]);
-          return dot * scale;
-        };
-        double m = -kInf;
+        bool cached = i < kRowCache;
+        C m = -C(kInf);
         for (int64_t j = 0; j <= i; ++j) {
-          double s = score(j);
+          C s = dotRow(qi, kh + j * dh, dh) * scale;
+          if (cached)
+            scores[j] = s;
           if (s > m || std::isnan(s))
             m = s;
         }
         for (int64_t x0 = 0; x0 < dh; x0 += kBlock) {
-          int64_t x1 = std::min(dh, x0 + kBlock);
-          for (int64_t x = x0; x < x1; ++x)
-            acc[x - x0] = 0;
-          double sum = 0;
+          int64_t n = std::min(dh, x0 + kBlock) - x0;
+          std::fill(acc, acc + n, C(0));
+          C sum = 0;
           for (int64_t j = 0; j <= i; ++j) {
-            double p = std::exp(score(j) - m);
+            C s = cached ? scores[j] : dotRow(qi, kh + j * dh, dh) * scale;
+            C p = std::exp(s - m);
             sum += p;
-            for (int64_t x = x0; x < x1; ++x)
-              acc[x - x0] += p * E::load(vh[j * dh + x]);
+            axpyRow(acc, p, vh + j * dh + x0, n);
           }
-          for (int64_t x = x0; x < x1; ++x)
-            out[(h * t + i) * dh + x] =
-                E::store(static_cast<C>(acc[x - x0] / sum));
+          for (int64_t x = 0; x < n; ++x)
+            out[task * dh + x0 + x] = E::store(acc[x] / sum);
         }
       }
     });
