@@ -12,6 +12,10 @@
 // fused op broadcasts its operands itself). Groups of one op stay as they
 // are. An op of bf16 or f16 rounds its result as the unfused op would
 // (a cast instruction), so fusing never changes a result.
+//
+// Before the grouping, matmuls take the bias add, GELU or GELU gradient
+// after them into a matmul_epilogue (passes/FusionEpilogue.cpp).
+#include "passes/FusionEpilogue.h"
 #include "passes/Pass.h"
 
 #include "ir/FusedExpr.h"
@@ -214,6 +218,7 @@ class FusePass : public Pass {
 public:
   llvm::StringRef name() const override { return "fuse"; }
   LogicalResult run(ir::Module &module, DiagnosticEngine &diag) override {
+    fuseMatmulEpilogues(module.graph());
     return Fuser(module.graph()).run(diag);
   }
 };

@@ -358,6 +358,7 @@ constexpr RuleRow kRules[] = {
     {ir::OpKind::EmbeddingGradPart, ruleNone},
     // Fusion runs on device programs and one-device steps, after placement.
     {ir::OpKind::Fused, ruleNone},
+    {ir::OpKind::MatmulEpilogue, ruleNone},
     // Communication is inserted after propagation, from the placements.
     {ir::OpKind::AllReduce, ruleNone},
     {ir::OpKind::AllReduceMax, ruleNone},

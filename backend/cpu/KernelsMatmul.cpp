@@ -2,9 +2,14 @@
 // (never depending on the thread count), each block one GEMM call with
 // OpenBLAS itself single-threaded, so results are bit-identical whatever
 // the number of threads. 16-bit floats are widened to f32 in scratch space,
-// multiplied with sgemm, and rounded back.
+// multiplied with sgemm, and rounded back. matmul_epilogue runs the same
+// GEMM calls and applies its epilogue to each block of rows while it is in
+// cache, rounding as the unfused ops would (ir/MatmulEpilogue.h), so it
+// gives the unfused matmul, add and gelu (or gelu_grad) bit for bit.
 #include "backend/cpu/Elem.h"
 #include "backend/cpu/Kernels.h"
+
+#include "ir/MatmulEpilogue.h"
 
 #include <cblas.h>
 
@@ -40,10 +45,11 @@ struct MatmulShape {
 };
 
 // c = a @ b in T (float or double), blocks of rows in parallel. A shared b
-// makes [..., M, K] @ [K, N] one [batches * M, K] GEMM.
-template <typename T>
+// makes [..., M, K] @ [K, N] one [batches * M, K] GEMM. `after(begin, end)`
+// runs on the elements [begin, end) of c that a block has just written.
+template <typename T, typename After>
 void gemmBlocks(const T *a, const T *b, T *c, const MatmulShape &s,
-                ThreadPool &pool) {
+                ThreadPool &pool, After after) {
   int64_t rows = s.sharedB ? s.batches * s.m : s.m;
   int64_t groups = s.sharedB ? 1 : s.batches;
   int64_t blocks = (rows + kRowBlock - 1) / kRowBlock;
@@ -53,8 +59,44 @@ void gemmBlocks(const T *a, const T *b, T *c, const MatmulShape &s,
       int64_t r1 = std::min(rows, r0 + kRowBlock);
       gemm(a + (g * rows + r0) * s.k, b + g * s.k * s.n,
            c + (g * rows + r0) * s.n, r1 - r0, s.n, s.k);
+      after((g * rows + r0) * s.n, (g * rows + r1) * s.n);
     }
   });
+}
+template <typename T>
+void gemmBlocks(const T *a, const T *b, T *c, const MatmulShape &s,
+                ThreadPool &pool) {
+  gemmBlocks(a, b, c, s, pool, [](int64_t, int64_t) {});
+}
+
+MatmulShape matmulShape(const KernelArgs &args) {
+  const ir::TensorType &at = *args.in[0].type, &bt = *args.in[1].type;
+  MatmulShape s;
+  s.m = at.shape[at.rank() - 2];
+  s.k = at.shape[at.rank() - 1];
+  s.n = bt.shape[bt.rank() - 1];
+  s.batches = s.m * s.n == 0 ? 0 : args.out.size() / (s.m * s.n);
+  s.sharedB = bt.rank() == 2;
+  return s;
+}
+
+// Elements [begin, end) of c (whole rows of n) from their products: acc in
+// f32 (16-bit types, then rounded to S as the unfused matmul stores them)
+// or, when acc is null, c itself; x is bias[n] or h (gelu_grad).
+template <typename S>
+void epilogueRange(ir::MatmulEpilogue e, const float *acc, S *c, const S *x,
+                   int64_t n, int64_t begin, int64_t end) {
+  using E = Elem<S>;
+  using C = ComputeOf<S>;
+  auto round = [](C v) { return E::load(E::store(v)); };
+  bool perColumn = e != ir::MatmulEpilogue::GeluGrad;
+  for (int64_t row = begin; row < end; row += n)
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t i = row + j;
+      C p = acc ? round(static_cast<C>(acc[i])) : E::load(c[i]);
+      C v = E::load(x[perColumn ? j : i]);
+      c[i] = E::store(ir::applyMatmulEpilogue<C>(e, p, v, round));
+    }
 }
 
 } // namespace
@@ -62,7 +104,8 @@ void gemmBlocks(const T *a, const T *b, T *c, const MatmulShape &s,
 uint64_t scratchBytes(const ir::Op &op) {
   if (op.kind() == ir::OpKind::AttentionGrad)
     return attentionGradScratchBytes(op);
-  if (op.kind() != ir::OpKind::Matmul)
+  if (op.kind() != ir::OpKind::Matmul &&
+      op.kind() != ir::OpKind::MatmulEpilogue)
     return collectiveScratchBytes(op);
   ir::DType dt = op.type().dtype;
   if (dt != ir::DType::BF16 && dt != ir::DType::F16)
@@ -76,15 +119,9 @@ uint64_t scratchBytes(const ir::Op &op) {
 // a[..., M, K] @ b[K, N] or b[..., K, N] -> c[..., M, N]
 LogicalResult kernelMatmul(const KernelArgs &args) {
   singleThreadedBlas();
-  const ir::TensorType &at = *args.in[0].type, &bt = *args.in[1].type;
-  MatmulShape s;
-  s.m = at.shape[at.rank() - 2];
-  s.k = at.shape[at.rank() - 1];
-  s.n = bt.shape[bt.rank() - 1];
-  s.batches = s.m * s.n == 0 ? 0 : args.out.size() / (s.m * s.n);
+  MatmulShape s = matmulShape(args);
   if (s.batches == 0) // an empty result
     return success();
-  s.sharedB = bt.rank() == 2;
   if (s.k == 0) { // an empty contraction: zeros
     std::memset(args.out.data, 0,
                 static_cast<size_t>(args.out.size()) *
@@ -129,6 +166,57 @@ LogicalResult kernelMatmul(const KernelArgs &args) {
       args.pool.parallelFor(nc, kElementGrain, [&](int64_t lo, int64_t hi) {
         for (int64_t i = lo; i < hi; ++i)
           c[i] = E::store(fc[i]);
+      });
+    }
+    return success();
+  });
+}
+
+// a[..., M, K] @ b -> c[..., M, N], then the epilogue: + bias[N],
+// gelu(+ bias[N]) or gelu_grad(c, h[..., M, N]).
+LogicalResult kernelMatmulEpilogue(const KernelArgs &args) {
+  std::optional<ir::MatmulEpilogue> e =
+      ir::parseMatmulEpilogue(args.op.attrs().getString("epilogue"));
+  if (!e)
+    return args.fail("matmul_epilogue: unknown epilogue '" +
+                     args.op.attrs().getString("epilogue") + "'");
+  singleThreadedBlas();
+  MatmulShape s = matmulShape(args);
+  if (s.batches == 0) // an empty result
+    return success();
+  return visitFloat(args.out.dtype(), [&]<typename S>() {
+    const S *a = args.in[0].as<S>(), *b = args.in[1].as<S>();
+    const S *x = args.in[2].as<S>();
+    S *c = args.out.as<S>();
+    int64_t nc = args.out.size();
+    if (s.k == 0) { // an empty contraction: the epilogue of zeros
+      std::memset(c, 0, static_cast<size_t>(nc) * sizeof(S));
+      args.pool.parallelFor(nc / s.n, kRowGrain, [&](int64_t lo, int64_t hi) {
+        epilogueRange<S>(*e, nullptr, c, x, s.n, lo * s.n, hi * s.n);
+      });
+    } else if constexpr (std::is_same_v<S, float> ||
+                         std::is_same_v<S, double>) {
+      gemmBlocks(a, b, c, s, args.pool, [&](int64_t begin, int64_t end) {
+        epilogueRange<S>(*e, nullptr, c, x, s.n, begin, end);
+      });
+    } else {
+      // bf16 / f16: widen into scratch, sgemm, then round each block and
+      // apply the epilogue.
+      using E = Elem<S>;
+      int64_t na = args.in[0].size(), nb = args.in[1].size();
+      float *fa = reinterpret_cast<float *>(args.scratch);
+      float *fb = fa + na, *fc = fb + nb;
+      auto widen = [&](const S *src, float *dst, int64_t count) {
+        args.pool.parallelFor(count, kElementGrain,
+                              [&](int64_t lo, int64_t hi) {
+                                for (int64_t i = lo; i < hi; ++i)
+                                  dst[i] = E::load(src[i]);
+                              });
+      };
+      widen(a, fa, na);
+      widen(b, fb, nb);
+      gemmBlocks(fa, fb, fc, s, args.pool, [&](int64_t begin, int64_t end) {
+        epilogueRange<S>(*e, fc, c, x, s.n, begin, end);
       });
     }
     return success();

@@ -462,6 +462,78 @@ LogicalResult kFused(const CudaKernelArgs &args) {
                              args.out.data, args.out.size()));
 }
 
+// a[..., M, K] @ b, then the epilogue (bias[N] or h[..., M, N] in operand
+// 2): cuBLASLt's part in the GEMM, the rest (MatmulPlan::after()) as a
+// fused expression in place on the result, rounding a 16-bit result after
+// the bias as the unfused add stores it.
+LogicalResult kMatmulEpilogue(const CudaKernelArgs &args) {
+  if (!args.matmul)
+    return fail(args, "matmul_epilogue has no cuBLASLt plan (the executor "
+                      "made none: internal error)");
+  const DeviceTensor &extra = args.in[2];
+  if (failed(args.matmul->run(args.in[0].data, args.in[1].data, extra.data,
+                              args.out.data, args.workspace, args.launch.stream,
+                              args.diag)))
+    return failure();
+  EpilogueAfter after = args.matmul->after();
+  ir::DType dt = args.out.dtype();
+  bool half = dt == ir::DType::BF16 || dt == ir::DType::F16;
+  FusedProgram p;
+  auto instr = [&](FusedCode code,
+                   std::initializer_list<std::pair<int, int>> argsOf) {
+    int j = p.numInstrs++;
+    p.op[j] = code;
+    p.argKind[j][0] = p.argKind[j][1] = 2; // unused: a literal 0
+    int a = 0;
+    for (auto [kind, index] : argsOf) {
+      p.argKind[j][a] = static_cast<uint8_t>(kind);
+      p.argIndex[j][a] = index;
+      ++a;
+    }
+    return j;
+  };
+  // %0 is the GEMM's result (read and written in place: each thread reads
+  // its own element first), %1 the bias or h.
+  switch (after) {
+  case EpilogueAfter::Bias:
+    instr(FusedCode::Add, {{0, 0}, {0, 1}});
+    break;
+  case EpilogueAfter::BiasGelu: {
+    int j = instr(FusedCode::Add, {{0, 0}, {0, 1}});
+    if (half)
+      j = instr(dt == ir::DType::BF16 ? FusedCode::CastBF16
+                                      : FusedCode::CastF16,
+                {{1, j}});
+    instr(FusedCode::Gelu, {{1, j}});
+    break;
+  }
+  case EpilogueAfter::Gelu:
+    instr(FusedCode::Gelu, {{0, 0}});
+    break;
+  case EpilogueAfter::GeluGrad:
+    instr(FusedCode::GeluGrad, {{0, 0}, {0, 1}});
+    break;
+  case EpilogueAfter::None:
+    break;
+  }
+  llvm::ArrayRef<int64_t> shape = args.out.shape();
+  p.rank = static_cast<int32_t>(shape.size());
+  for (size_t d = 0; d < shape.size(); ++d)
+    p.shape[d] = shape[d];
+  p.numOperands = 2;
+  const DeviceTensor *operands[2] = {&args.out, &extra};
+  for (int k = 0; k < 2; ++k) {
+    p.operand[k] = operands[k]->data;
+    p.operandDt[k] = toDt(dt);
+    std::vector<int64_t> strides =
+        ir::broadcastStrides(operands[k]->shape(), shape);
+    for (size_t d = 0; d < strides.size() && d < kMaxRank; ++d)
+      p.strides[k][d] = strides[d];
+  }
+  return CHECKED(
+      launchFused(args.launch, p, toDt(dt), args.out.data, args.out.size()));
+}
+
 } // namespace
 
 CudaKernelFn cudaKernelFor(ir::OpKind kind) {
@@ -564,6 +636,8 @@ CudaKernelFn cudaKernelFor(ir::OpKind kind) {
     return kMaximum;
   case OpKind::Fused:
     return kFused;
+  case OpKind::MatmulEpilogue:
+    return kMatmulEpilogue;
   default:
     return nullptr;
   }

@@ -199,6 +199,10 @@ bool buildCase(OpKind kind, OpCase &c) {
                    {"dtype", ir::dtypeName(a->type().dtype).str()}});
     break;
   }
+  case OpKind::MatmulEpilogue:
+    result = c.op(kind, {c.x("a", {3, 5}), c.x("b", {5, 4}), c.x("bias", {4})},
+                  {{"epilogue", std::string("bias_gelu")}});
+    break;
   default:
     return false;
   }

@@ -1,12 +1,15 @@
 // The fuse pass and the `fused` op: expressions parse, print and reject
 // what is wrong; a fused training step gives bit for bit the unfused
 // step's outputs and updates on the CPU (f32, and bf16 chains, whose
-// rounding the fused expression repeats); the groups are the chains.
+// rounding the fused expression repeats); the groups are the chains. The
+// matmul epilogues: which matmuls of the samples' steps take which, where
+// they must not, and bit for bit the unfused results in every float type.
 #include "CpuTestSupport.h"
 
 #include "frontend/Frontend.h"
 #include "ir/FusedExpr.h"
 #include "ir/TextParser.h"
+#include "passes/MixedPrecision.h"
 #include "passes/PassManager.h"
 
 namespace mgc::backend::testing {
@@ -164,6 +167,156 @@ TEST_CASE("fusion: a value used twice ends its group") {
   CHECK(fused->graph().ops().back()->attrs().getString("expr") ==
         "tanh(%0); add(%0, #0); sqrt(#1)");
   checkBitIdentical(*plain, *fused, randomArguments(*plain, 5, 1, 0, 2));
+}
+
+
+// --- Matmul epilogues (passes/FusionEpilogue.cpp).
+
+size_t countEpilogues(const ir::Module &m, const char *epilogue) {
+  size_t n = 0;
+  for (const auto &op : m.graph().ops())
+    n += op->kind() == ir::OpKind::MatmulEpilogue &&
+         op->attrs().getString("epilogue") == epilogue;
+  return n;
+}
+
+std::unique_ptr<ir::Module> compileSample(const char *file,
+                                          const char *precision) {
+  DiagnosticEngine diag;
+  frontend::CompileOptions options;
+  options.warnUnused = false;
+  options.defines =
+      std::string(file) == "mlp.mg"
+          ? frontend::ConstOverrides{{"B", "8"}, {"D", "12"}, {"H", "16"}}
+          : frontend::ConstOverrides{{"V", "32"}, {"T", "8"}, {"D", "16"},
+                                     {"H", "2"},  {"L", "2"}, {"B", "2"}};
+  auto m = frontend::compileModelFile(
+      std::string(MGC_SOURCE_DIR) + "/samples/" + file, options, diag);
+  REQUIRE(m);
+  m->attrs().set(passes::kPrecisionAttr, std::string(precision));
+  return m;
+}
+
+TEST_CASE("fusion: matmul epilogues of the training steps, f32 and bf16") {
+  // The GPT (L = 2) has five biased matmuls per layer (q, v, the attention
+  // projection, the MLP's two) and one gelu_grad per layer; its GELU's
+  // input is read again by gelu_grad, so no bias_gelu. The MLP has three
+  // biased matmuls and ReLU.
+  struct Want {
+    const char *file;
+    size_t bias, biasGelu, geluGrad;
+  } wants[] = {{"mlp.mg", 3, 0, 0}, {"gpt.mg", 10, 0, 2}};
+  for (const Want &w : wants)
+    for (const char *precision : {"fp32", "bf16"}) {
+      INFO(w.file << " in " << precision);
+      auto [plain, fused] = withAndWithoutFusion(
+          compileSample(w.file, precision),
+          "mixed-precision,autodiff,optimizer,canonicalize,cse,dce");
+      CHECK(countEpilogues(*fused, "bias") == w.bias);
+      CHECK(countEpilogues(*fused, "bias_gelu") == w.biasGelu);
+      CHECK(countEpilogues(*fused, "gelu_grad") == w.geluGrad);
+      CHECK(countOps(*fused, ir::OpKind::Matmul) +
+                countOps(*fused, ir::OpKind::MatmulEpilogue) ==
+            countOps(*plain, ir::OpKind::Matmul));
+      CHECK(countOps(*fused, ir::OpKind::GeluGrad) == 0);
+      for (uint64_t seed : {3, 4})
+        checkBitIdentical(*plain, *fused,
+                          randomArguments(*plain, seed, 8, -1, 1));
+    }
+}
+
+TEST_CASE("fusion: a forward program takes GELU into the epilogue") {
+  for (const char *precision : {"fp32", "bf16"}) {
+    INFO(precision);
+    auto [plain, fused] =
+        withAndWithoutFusion(compileSample("gpt.mg", precision),
+                             "mixed-precision,canonicalize,cse,dce");
+    CHECK(countEpilogues(*fused, "bias_gelu") == 2);
+    CHECK(countEpilogues(*fused, "bias") == 8);
+    CHECK(countOps(*fused, ir::OpKind::Gelu) == 0);
+    checkBitIdentical(*plain, *fused, randomArguments(*plain, 9, 8, -1, 1));
+  }
+}
+
+TEST_CASE("fusion: an epilogue only where the product has no other use") {
+  const char *text = R"(module @uses {
+  input %x : f32[4, 8]
+  input %w : f32[8, 6]
+  input %b : f32[6]
+  input %h : f32[4, 6]
+  input %r : f32[1, 6]
+  %0 = matmul(%x, %w) : f32[4, 6]
+  %1 = broadcast(%b) {shape = [4, 6]} : f32[4, 6]
+  %2 = add(%1, %0) : f32[4, 6]
+  %3 = gelu(%2) : f32[4, 6]
+  %4 = matmul(%x, %w) : f32[4, 6]
+  %5 = add(%4, %1) : f32[4, 6]
+  %6 = matmul(%x, %w) : f32[4, 6]
+  %7 = gelu_grad(%6, %h) : f32[4, 6]
+  %8 = matmul(%x, %w) : f32[4, 6]
+  %9 = broadcast(%r) {shape = [4, 6]} : f32[4, 6]
+  %10 = add(%8, %9) : f32[4, 6]
+  output y = %3
+  output z = %2
+  output p = %4
+  output q = %5
+  output g = %7
+  output s = %10
+}
+)";
+  DiagnosticEngine diag;
+  auto m = ir::parseModuleText("uses.mgir", text, diag);
+  REQUIRE(m);
+  auto [plain, fused] = withAndWithoutFusion(std::move(m), "dce");
+  // %0 -> bias (operands in either order), its gelu stays (%2 is an
+  // output); %4 is an output: no epilogue; %7 -> gelu_grad; a bias of
+  // [1, 6] is not a bias[N].
+  CHECK(countEpilogues(*fused, "bias") == 1);
+  CHECK(countEpilogues(*fused, "gelu_grad") == 1);
+  CHECK(countEpilogues(*fused, "bias_gelu") == 0);
+  CHECK(countOps(*fused, ir::OpKind::Matmul) == 2);
+  CHECK(countOps(*fused, ir::OpKind::Gelu) == 1);
+  CHECK(countOps(*fused, ir::OpKind::Broadcast) == 2);
+  for (uint64_t seed : {1, 2})
+    checkBitIdentical(*plain, *fused, randomArguments(*plain, seed, 1));
+}
+
+// bias_gelu and gelu_grad on products of several GEMM row blocks (shared
+// and batched b), in each floating type: the epilogue rounds where the
+// unfused add and gelu round.
+TEST_CASE("fusion: epilogues round as the unfused ops, in every float type") {
+  const char *text = R"(module @mlp {
+  input %x : DT[2, 70, 24]
+  input %w : DT[24, 40]
+  input %v : DT[2, 24, 40]
+  input %b : DT[40]
+  input %h : DT[2, 70, 40]
+  %0 = matmul(%x, %w) : DT[2, 70, 40]
+  %1 = broadcast(%b) {shape = [2, 70, 40]} : DT[2, 70, 40]
+  %2 = add(%0, %1) : DT[2, 70, 40]
+  %3 = gelu(%2) : DT[2, 70, 40]
+  %4 = matmul(%x, %v) : DT[2, 70, 40]
+  %5 = gelu_grad(%4, %h) : DT[2, 70, 40]
+  output y = %3
+  output g = %5
+}
+)";
+  for (const char *dt : {"f32", "bf16", "f16", "f64"}) {
+    INFO(dt);
+    std::string src = text;
+    for (size_t at; (at = src.find("DT")) != std::string::npos;)
+      src.replace(at, 2, dt);
+    DiagnosticEngine diag;
+    auto m = ir::parseModuleText("mlp.mgir", src, diag);
+    REQUIRE(m);
+    auto [plain, fused] = withAndWithoutFusion(std::move(m), "dce");
+    REQUIRE(countOps(*fused, ir::OpKind::MatmulEpilogue) == 2);
+    CHECK(countEpilogues(*fused, "bias_gelu") == 1);
+    CHECK(countEpilogues(*fused, "gelu_grad") == 1);
+    CHECK(fused->graph().numOps() == 2);
+    for (uint64_t seed : {1, 2, 3})
+      checkBitIdentical(*plain, *fused, randomArguments(*plain, seed, 1));
+  }
 }
 
 } // namespace

@@ -142,6 +142,8 @@ struct AllOpsModule {
           {"shape", std::vector<int64_t>(x->type().shape.begin(),
                                          x->type().shape.end())},
           {"dtype", std::string("f32")}});
+    make(b, OpKind::MatmulEpilogue, {x, w, gamma},
+         {{"epilogue", std::string("bias_gelu")}});
     b.setScope("");
     // Op kinds added to the table after this list was written (for example
     // the internal ops of passes) are built from whatever operands and

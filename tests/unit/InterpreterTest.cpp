@@ -472,6 +472,14 @@ TEST_CASE("interp: every op kind is evaluated") {
                       {"shape", std::vector<int64_t>{2, 3}},
                       {"dtype", std::string("f64")}});
        }},
+      {OpKind::MatmulEpilogue,
+       [](InterpFixture &f) {
+         return f.op(OpKind::MatmulEpilogue,
+                     {f.randomInput("a", {2, 3}, 1),
+                      f.randomInput("b", {3, 4}, 2),
+                      f.randomInput("h", {2, 4}, 3)},
+                     {{"epilogue", std::string("gelu_grad")}});
+       }},
       // Communication ops in a logical module change placements, not values.
       {OpKind::AllReduce, unary(OpKind::AllReduce, {{"axis", std::string("dp")}})},
       {OpKind::AllReduceMax,

@@ -136,9 +136,12 @@ TEST_CASE("mixed-precision: a bf16 training step of the GPT keeps weights, "
     INFO(op->name().str());
     switch (op->kind()) {
     case OpKind::Matmul:
+    case OpKind::MatmulEpilogue:
     case OpKind::Attention:
     case OpKind::AttentionGrad: // recomputes the probabilities inside
-      (op->kind() == OpKind::Matmul ? matmuls : attentions)++;
+      (op->kind() == OpKind::Matmul || op->kind() == OpKind::MatmulEpilogue
+           ? matmuls
+           : attentions)++;
       CHECK(op->type().dtype == ir::DType::BF16);
       for (const ir::Value *v : op->operands())
         CHECK(isFloatKind(v, ir::DType::BF16));
@@ -169,8 +172,9 @@ TEST_CASE("mixed-precision: a bf16 training step of the GPT keeps weights, "
     }
   }
   // GEMMs per layer: 6 forward and 12 backward; the head's 3 (the counts
-  // guard against a rule that silently stops applying). Each layer's
-  // attention and its backward (attention_grad) are bf16 too.
+  // guard against a rule that silently stops applying; the fuse pass makes
+  // some of them matmul_epilogue ops). Each layer's attention and its
+  // backward (attention_grad) are bf16 too.
   CHECK(matmuls == 2 * (6 + 12) + 3);
   CHECK(attentions == 2 * 2);
   // Layernorms: 2 per layer and the final one, each again in the backward

@@ -570,7 +570,8 @@ TEST_CASE("sharding rules: every listed signature computes the logical op") {
   // have no rule to check.
   auto deviceOnly = [](OpKind k) {
     return k == OpKind::LocalSplit || k == OpKind::EmbeddingPart ||
-           k == OpKind::EmbeddingGradPart || k == OpKind::Fused;
+           k == OpKind::EmbeddingGradPart || k == OpKind::Fused ||
+           k == OpKind::MatmulEpilogue;
   };
   for (const OpInfo &info : allOpInfos())
     if (!info.has(kCollective) && !deviceOnly(info.kind)) {
