@@ -415,7 +415,7 @@ std::unique_ptr<CudaExecutor> CudaExecutor::create(const Executable &exe,
     for (int set = 0; set < 2; ++set)
       for (const ir::Value *v : op->operands())
         step.operands[set].push_back(s.tensorOf(v, set < sets ? set : 0));
-    if (op->kind() == ir::OpKind::Matmul) {
+    if (usesMatmulPlan(op->kind())) {
       step.matmul = MatmulPlan::create(*op, s.lt, options.workspaceBytes, diag);
       if (!step.matmul)
         return nullptr;
