@@ -21,6 +21,7 @@ namespace {
 std::optional<ir::FusedOp> instructionOf(ir::OpKind kind) {
   using K = ir::OpKind;
   using F = ir::FusedOp;
+  // clang-format off
   switch (kind) {
   case K::Add: return F::Add;
   case K::Sub: return F::Sub;
@@ -44,6 +45,7 @@ std::optional<ir::FusedOp> instructionOf(ir::OpKind kind) {
   case K::Cos: return F::Cos;
   default: return std::nullopt;
   }
+  // clang-format on
 }
 
 bool isFloat(const ir::Value *v) { return !ir::isInteger(v->type().dtype); }
@@ -215,9 +217,9 @@ LaunchPlan planLaunches(const Executable &exe, const LaunchOptions &options) {
   const ir::Graph &graph = exe.module->graph();
   OpIndex index = indexOf(graph);
   LaunchPlan plan;
-  plan.order = options.reorder ? clusterUpdateOps(graph, exe.order)
-                               : std::vector<uint32_t>(exe.order.begin(),
-                                                       exe.order.end());
+  plan.order = options.reorder
+                   ? clusterUpdateOps(graph, exe.order)
+                   : std::vector<uint32_t>(exe.order.begin(), exe.order.end());
   const std::vector<uint32_t> &order = plan.order;
   uint32_t steps = static_cast<uint32_t>(order.size());
   std::vector<std::string> key(index.ops.size());
@@ -296,8 +298,9 @@ std::string checkLaunchPlan(const Executable &exe, const LaunchPlan &plan) {
   // Ordinary lifetimes: no two results needed at one step share bytes.
   std::vector<BufferRequest> requests = resultBuffers(graph, order);
   for (size_t i = 0; i < n; ++i)
-    if (requests[i].size > 0 && (plan.peak < requests[i].size ||
-                                 plan.offsets[i] > plan.peak - requests[i].size))
+    if (requests[i].size > 0 &&
+        (plan.peak < requests[i].size ||
+         plan.offsets[i] > plan.peak - requests[i].size))
       return "a result lies outside the arena";
   if (auto conflict = findConflict(requests, plan.offsets))
     return "ops " + std::to_string(conflict->first) + " and " +

@@ -78,7 +78,8 @@ struct LaunchPlan {
   size_t groupedOps() const;
 };
 
-LaunchPlan planLaunches(const Executable &exe, const LaunchOptions &options = {});
+LaunchPlan planLaunches(const Executable &exe,
+                        const LaunchOptions &options = {});
 
 // Checks a plan against its executable: `order` a permutation and valid
 // schedule, runs covering it, groups of one key without a member reading

@@ -122,13 +122,13 @@ struct CudaExecutor::State {
   llvm::DenseMap<const ir::Value *, int> argumentIndex;
   llvm::DenseMap<const ir::Value *, uint64_t> offsetOf; // arena offsets
   struct Step {
-    const ir::Op *op;   // the op, or the first op of a group
-    uint32_t position;  // of `op` in the executable's order (messages)
+    const ir::Op *op;  // the op, or the first op of a group
+    uint32_t position; // of `op` in the executable's order (messages)
     CudaKernelFn kernel = nullptr;
     std::vector<DeviceTensor> operands[2]; // by input set
     DeviceTensor out;
     std::unique_ptr<MatmulPlan> matmul;
-    std::unique_ptr<GroupLaunch> group;               // a grouped launch
+    std::unique_ptr<GroupLaunch> group;                    // a grouped launch
     FusedGroupTensor *descriptors[2] = {nullptr, nullptr}; // device, by set
   };
   std::vector<Step> steps;
@@ -175,10 +175,9 @@ struct CudaExecutor::State {
       if (s.group) {
         const GroupLaunch &g = *s.group;
         if (failed(MGC_CUDA_CHECK(
-                launchFusedGroup(launch, g.program, g.scalarMask, g.dt,
-                                 s.descriptors[set],
-                                 static_cast<int32_t>(g.tensors.size()),
-                                 g.chunks),
+                launchFusedGroup(
+                    launch, g.program, g.scalarMask, g.dt, s.descriptors[set],
+                    static_cast<int32_t>(g.tensors.size()), g.chunks),
                 diag, s.op)))
           return failure();
         continue;
@@ -257,8 +256,8 @@ struct CudaExecutor::State {
       return failure();
     // The staging buffer may still be read by the previous copy.
     if (failed(MGC_CUDA_CHECK(cudaEventSynchronize(copied), diag, nullptr)) ||
-        failed(MGC_CUDA_CHECK(cudaStreamWaitEvent(copyStream, before, 0),
-                              diag, nullptr)))
+        failed(MGC_CUDA_CHECK(cudaStreamWaitEvent(copyStream, before, 0), diag,
+                              nullptr)))
       return failure();
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (!inputs[i] || !inputs[i]->nbytes())
@@ -272,8 +271,8 @@ struct CudaExecutor::State {
               diag, nullptr)))
         return failure();
     }
-    if (failed(MGC_CUDA_CHECK(cudaEventRecord(copied, copyStream), diag,
-                              nullptr)))
+    if (failed(
+            MGC_CUDA_CHECK(cudaEventRecord(copied, copyStream), diag, nullptr)))
       return failure();
     stagedSet = set;
     return success();
@@ -353,10 +352,10 @@ std::unique_ptr<CudaExecutor> CudaExecutor::create(const Executable &exe,
             cudaEventCreateWithFlags(&s.copied, cudaEventDisableTiming), diag,
             nullptr)) ||
         (s.layout.inputBytes &&
-         failed(MGC_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void **>(
-                                                  &s.staging),
-                                              s.layout.inputBytes),
-                               diag, nullptr))))
+         failed(MGC_CUDA_CHECK(
+             cudaMallocHost(reinterpret_cast<void **>(&s.staging),
+                            s.layout.inputBytes),
+             diag, nullptr))))
       return nullptr;
   }
 
@@ -436,11 +435,10 @@ FailureOr<runtime::Tensor> CudaExecutor::readArgument(const std::string &name,
   }
   runtime::Tensor t(v->type());
   if (t.nbytes() &&
-      (failed(MGC_CUDA_CHECK(cudaMemcpyAsync(t.data(),
-                                             s.tensorOf(v, s.lastSet).data,
-                                             t.nbytes(), cudaMemcpyDeviceToHost,
-                                             s.stream),
-                             diag, nullptr)) ||
+      (failed(MGC_CUDA_CHECK(
+           cudaMemcpyAsync(t.data(), s.tensorOf(v, s.lastSet).data, t.nbytes(),
+                           cudaMemcpyDeviceToHost, s.stream),
+           diag, nullptr)) ||
        failed(MGC_CUDA_CHECK(cudaStreamSynchronize(s.stream), diag, nullptr))))
     return failure();
   return t;
@@ -519,9 +517,8 @@ FailureOr<RunResult> CudaExecutor::run(const NamedTensors &arguments,
     return failure();
   // Everything before this step: the next inputs' copy waits for it (older
   // steps read the other set), not for this step.
-  if (control.next &&
-      failed(MGC_CUDA_CHECK(cudaEventRecord(s.before, s.stream), diag,
-                            nullptr)))
+  if (control.next && failed(MGC_CUDA_CHECK(cudaEventRecord(s.before, s.stream),
+                                            diag, nullptr)))
     return failure();
   if (failed(s.options.graph ? s.launchGraph(set, diag)
                              : s.enqueueSteps(set, diag)))
@@ -555,12 +552,11 @@ FailureOr<RunResult> CudaExecutor::run(const NamedTensors &arguments,
     // Every update reads values from before the step: the copies come after
     // every kernel.
     uint64_t bytes = typeBytes(u.value->type());
-    if (bytes &&
-        failed(MGC_CUDA_CHECK(cudaMemcpyAsync(s.tensorOf(u.target).data,
-                                              s.tensorOf(u.value, set).data,
-                                              bytes, cudaMemcpyDeviceToDevice,
-                                              s.stream),
-                              diag, nullptr)))
+    if (bytes && failed(MGC_CUDA_CHECK(
+                     cudaMemcpyAsync(s.tensorOf(u.target).data,
+                                     s.tensorOf(u.value, set).data, bytes,
+                                     cudaMemcpyDeviceToDevice, s.stream),
+                     diag, nullptr)))
       return failure();
   }
   DeviceError error{};
@@ -576,11 +572,12 @@ FailureOr<RunResult> CudaExecutor::run(const NamedTensors &arguments,
     if (step < s.steps.size()) {
       const State::Step &st = s.steps[step];
       const ir::Op &op = *st.op;
-      diag.error(op.loc(), "op %" + std::to_string(st.position) + " (" +
-                               op.name().str() + "): " +
-                               describeDeviceError(
-                                   op, code, static_cast<int64_t>(error.element),
-                                   error.intValue, error.realValue));
+      diag.error(op.loc(),
+                 "op %" + std::to_string(st.position) + " (" + op.name().str() +
+                     "): " +
+                     describeDeviceError(op, code,
+                                         static_cast<int64_t>(error.element),
+                                         error.intValue, error.realValue));
     } else {
       diag.error("a kernel reported an error of an unknown op");
     }

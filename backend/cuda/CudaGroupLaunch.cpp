@@ -16,15 +16,13 @@ makeGroupLaunch(llvm::ArrayRef<const ir::Op *> ops,
   const ir::Op &first = *ops.front();
   std::string error;
   std::optional<ir::FusedExpr> expr = ir::FusedExpr::parse(
-      elementwiseExpr(first), static_cast<int64_t>(first.numOperands()),
-      error);
+      elementwiseExpr(first), static_cast<int64_t>(first.numOperands()), error);
   if (!expr || expr->instrs.size() > size_t(kMaxFusedInstrs) ||
       first.numOperands() > unsigned(kMaxFusedOperands)) {
-    diag.error(first.loc(),
-               "a grouped launch of '" + first.name().str() +
-                   "' ops: " +
-                   (expr ? "the expression is too long for the device"
-                         : error));
+    diag.error(
+        first.loc(),
+        "a grouped launch of '" + first.name().str() + "' ops: " +
+            (expr ? "the expression is too long for the device" : error));
     return nullptr;
   }
   auto launch = std::make_unique<GroupLaunch>();

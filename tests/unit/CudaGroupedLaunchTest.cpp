@@ -37,8 +37,8 @@ std::unique_ptr<ir::Module> groupModule(const std::vector<int64_t> &sizes,
             std::to_string(sizes[k]) + "]} : " + dtype + "[" +
             std::to_string(sizes[k]) + "]\n";
   for (size_t k = 0; k < sizes.size(); ++k)
-    text += "  output y" + std::to_string(k) + " = %" + std::to_string(k) +
-            "\n";
+    text +=
+        "  output y" + std::to_string(k) + " = %" + std::to_string(k) + "\n";
   text += "}\n";
   DiagnosticEngine diag;
   auto m = ir::parseModuleText("group.mgir", text, diag);
@@ -130,8 +130,8 @@ std::vector<cpu::NamedTensors> train(const Executable &exe, bool graph,
       args.insert_or_assign(name, std::move(t));
     cpu::NamedTensors next;
     cuda::RunControl control{&resident, true};
-    bool handOver = early && step + 1 < steps &&
-                    (stagedAt.empty() || stagedAt[step + 1]);
+    bool handOver =
+        early && step + 1 < steps && (stagedAt.empty() || stagedAt[step + 1]);
     if (handOver) {
       next = inputsOf(m, seed, step + 1);
       control.next = &next;
@@ -164,7 +164,12 @@ TEST_CASE("cuda: graph replays with inputs copied in on the side stream") {
   } models[] = {
       {"mlp.mg", {{"B", "8"}, {"D", "12"}, {"H", "16"}}},
       {"gpt.mg",
-       {{"V", "32"}, {"T", "8"}, {"D", "16"}, {"H", "2"}, {"L", "2"}, {"B", "2"}}},
+       {{"V", "32"},
+        {"T", "8"},
+        {"D", "16"},
+        {"H", "2"},
+        {"L", "2"},
+        {"B", "2"}}},
   };
   for (const Model &model : models) {
     INFO(model.file);
@@ -177,15 +182,15 @@ TEST_CASE("cuda: graph replays with inputs copied in on the side stream") {
     auto replayed = train(*exe, true, true, steps, seed);
     // Handed over for some steps only: the run after one that was not reads
     // inputs copied at its start.
-    auto mixed = train(*exe, true, true, steps, seed,
-                       {true, true, false, true, true});
+    auto mixed =
+        train(*exe, true, true, steps, seed, {true, true, false, true, true});
     auto plainGraph = train(*exe, true, false, steps, seed);
     for (const auto *other : {&replayed, &mixed, &plainGraph}) {
       REQUIRE(other->size() == direct.size());
       for (size_t k = 0; k < direct.size(); ++k)
         for (const auto &[name, t] : direct[k]) {
-          INFO((k < size_t(steps) ? "output " : "final ") << name << " after "
-                                                           << k + 1);
+          INFO((k < size_t(steps) ? "output " : "final ")
+               << name << " after " << k + 1);
           CHECK(bitIdentical((*other)[k].at(name), t));
         }
     }

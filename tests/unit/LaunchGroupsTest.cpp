@@ -161,8 +161,7 @@ const Model kModels[] = {
      {}},
     {"gpt.mg",
      {{"V", "32"}, {"T", "8"}, {"D", "16"}, {"H", "2"}, {"L", "2"}, {"B", "2"}},
-     {{"train.precision", std::string("bf16")},
-      {"train.clip_grad_norm", 1.0}}},
+     {{"train.precision", std::string("bf16")}, {"train.clip_grad_norm", 1.0}}},
     {"mlp.mg", {{"B", "8"}, {"D", "12"}, {"H", "16"}}, {}},
     {"mlp.mg",
      {{"B", "8"}, {"D", "12"}, {"H", "16"}},
@@ -224,12 +223,11 @@ TEST_CASE("launch groups: the optimizer's updates of one expression are one "
         }
       CHECK(runs == 1);
     }
-    MESSAGE(describe(model) << ": " << before.launches() << " launches, "
-                            << plan.launches() << " grouped ("
-                            << plan.groups() << " groups of "
-                            << plan.groupedOps() << " ops); arena "
-                            << exe->plan.peak << " bytes, grouped "
-                            << plan.peak);
+    MESSAGE(describe(model)
+            << ": " << before.launches() << " launches, " << plan.launches()
+            << " grouped (" << plan.groups() << " groups of "
+            << plan.groupedOps() << " ops); arena " << exe->plan.peak
+            << " bytes, grouped " << plan.peak);
   }
 }
 
@@ -265,8 +263,7 @@ TEST_CASE("launch groups: the reordered step equals the step bit for bit on "
     auto original = buildExecutable(cloneModule(*m), cpu::scratchBytes);
     auto moved = reordered(*m);
     CHECK(moved->order != original->order);
-    cpu::NamedTensors args =
-        toTensors(randomArguments(*m, 11, 8, -1, 1));
+    cpu::NamedTensors args = toTensors(randomArguments(*m, 11, 8, -1, 1));
     // Two steps, the second from the first's updates.
     for (int step = 0; step < 2; ++step) {
       INFO("step " << step + 1);
@@ -298,9 +295,8 @@ namespace {
 // (batch 16, bf16, AdamW). Slow (the full model), so skipped unless asked
 // for: mgc_unit_tests -tc='launch groups: GPT-2*' --no-skip
 TEST_CASE("launch groups: GPT-2 124M bf16 AdamW step" * doctest::skip()) {
-  Model model{"gpt.mg",
-              {{"B", "16"}},
-              {{"train.precision", std::string("bf16")}}};
+  Model model{
+      "gpt.mg", {{"B", "16"}}, {{"train.precision", std::string("bf16")}}};
   auto exe = buildExecutable(buildStep(model), cpu::scratchBytes);
   LaunchPlan before = planLaunches(*exe, {false, false});
   LaunchPlan unordered = planLaunches(*exe, {false, true});
@@ -311,19 +307,16 @@ TEST_CASE("launch groups: GPT-2 124M bf16 AdamW step" * doctest::skip()) {
   auto mib = [](uint64_t b) { return static_cast<double>(b) / 1048576.0; };
   MESSAGE("ops " << exe->module->graph().numOps() << ", params "
                  << exe->module->graph().params().size());
-  MESSAGE("launches per step: " << before.launches() << " one per op, "
-                                << unordered.launches()
-                                << " grouped in the executable's order, "
-                                << after.launches() << " grouped after "
-                                << "reordering (" << after.groups()
-                                << " groups of " << after.groupedOps()
-                                << " ops)");
-  MESSAGE("arena MiB: executable plan " << mib(exe->plan.peak)
-                                        << ", CPU plan of the new order "
-                                        << mib(cpuAfter.peak)
-                                        << ", CUDA results one per op "
-                                        << mib(before.peak)
-                                        << ", CUDA grouped " << mib(after.peak));
+  MESSAGE("launches per step: "
+          << before.launches() << " one per op, " << unordered.launches()
+          << " grouped in the executable's order, " << after.launches()
+          << " grouped after "
+          << "reordering (" << after.groups() << " groups of "
+          << after.groupedOps() << " ops)");
+  MESSAGE("arena MiB: executable plan "
+          << mib(exe->plan.peak) << ", CPU plan of the new order "
+          << mib(cpuAfter.peak) << ", CUDA results one per op "
+          << mib(before.peak) << ", CUDA grouped " << mib(after.peak));
 }
 
 } // namespace
