@@ -283,6 +283,8 @@ CudaExecutor::CudaExecutor(std::unique_ptr<State> state)
     : s_(std::move(state)) {}
 CudaExecutor::~CudaExecutor() = default;
 
+bool CudaExecutor::acceptsNextInputs() const { return s_->layout.twoInputSets; }
+
 const Executable &CudaExecutor::executable() const { return s_->exe; }
 const LaunchPlan &CudaExecutor::launchPlan() const { return s_->plan; }
 uint64_t CudaExecutor::deviceBytes() const { return s_->layout.total; }

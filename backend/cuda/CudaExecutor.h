@@ -82,6 +82,10 @@ public:
   FailureOr<runtime::Tensor> readArgument(const std::string &name,
                                           DiagnosticEngine &diag);
 
+  // Whether a run may hand over the next run's inputs (RunControl::next):
+  // with CudaOptions::graph.
+  bool acceptsNextInputs() const;
+
   const Executable &executable() const;
   // The order, launches and arena placement the executor runs.
   const LaunchPlan &launchPlan() const;

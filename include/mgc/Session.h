@@ -161,6 +161,13 @@ public:
   // Binds a batch to a data input (checked against its type). Inputs stay
   // bound until fed again.
   Status feed(const std::string &input, Tensor value);
+  // Binds a batch to a data input for the step after the next one (checked
+  // as feed): the next step() runs on the inputs fed now, then these become
+  // the fed ones. With the CUDA backend and cudaGraph, when every input has
+  // a next batch, it is copied to the device on a side stream while the
+  // next step runs (docs/cuda-backend.md); elsewhere it is only bound
+  // later. A feed() after it replaces the value for that step as usual.
+  Status feedNext(const std::string &input, Tensor value);
 
   // One training step (forward, backward, optimizer update) on the fed
   // inputs. Fails if the model has no loss.

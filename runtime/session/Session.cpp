@@ -73,7 +73,10 @@ const ir::Value *session::findArgument(const Session::Impl &impl,
 FailureOr<backend::cpu::RunResult>
 session::runProgram(Session::Impl &impl, bool step,
                     const backend::cpu::NamedTensors &arguments,
-                    DiagnosticEngine &diag) {
+                    DiagnosticEngine &diag,
+                    const backend::cpu::NamedTensors *next, bool *nextStaged) {
+  if (nextStaged)
+    *nextStaged = false;
 #if MGC_HAVE_CUDA
   if (step && impl.cudaStep) {
     // Parameters and state stay on the device: only the inputs (and, after
@@ -83,9 +86,18 @@ session::runProgram(Session::Impl &impl, bool step,
       for (const auto &[name, tensor] : impl.persistent)
         resident.insert(name);
     backend::cuda::RunControl control{&resident, true};
+    // The inputs copied in during the last step, and the next ones handed
+    // over now, when the executor double-buffers its inputs (a CUDA Graph).
+    bool handOver = impl.cudaStep->acceptsNextInputs() && next &&
+                    next->size() == impl.main->graph().inputs().size();
+    control.staged = impl.fedStaged;
+    control.next = handOver ? next : nullptr;
+    impl.fedStaged = false;
     auto result = impl.cudaStep->run(arguments, diag, control);
     if (result.failed())
       return failure();
+    if (nextStaged)
+      *nextStaged = handOver;
     impl.deviceCurrent = impl.hostStale = true;
     // The step counter is read after every step (stepCount).
     if (impl.persistent.count(passes::kStepStateName)) {
@@ -371,25 +383,42 @@ std::vector<TensorInfo> Session::parameters() const {
   return infos(*impl_->main, ir::ValueKind::Param);
 }
 
-Status Session::feed(const std::string &input, Tensor value) {
-  const ir::Value *v =
-      session::findArgument(*impl_, input, ir::ValueKind::Input);
+// Checks `value` against the data input `input` of the session's program:
+// an empty message when it fits.
+static std::string checkFeed(const Session::Impl &impl,
+                             const std::string &input, const Tensor &value) {
+  const ir::Value *v = session::findArgument(impl, input, ir::ValueKind::Input);
   if (!v) {
-    std::string why = session::findArgument(*impl_, input, ir::ValueKind::Param)
+    std::string why = session::findArgument(impl, input, ir::ValueKind::Param)
                           ? "'" + input +
                                 "' is a parameter, not an input "
                                 "(use setParameter)"
                           : "the model has no input '" + input + "'";
-    return Status::error("error: cannot feed '" + input + "': " + why +
-                         "; its inputs are " +
-                         listNames(*impl_->main, ir::ValueKind::Input));
+    return "error: cannot feed '" + input + "': " + why +
+           "; its inputs are " + listNames(*impl.main, ir::ValueKind::Input);
   }
   std::string want = v->type().str();
   std::string got = typeString(value.dtype(), value.shape());
   if (want != got)
-    return Status::error("error: input '" + input + "' expects " + want +
-                         ", got " + got);
+    return "error: input '" + input + "' expects " + want + ", got " + got;
+  return "";
+}
+
+Status Session::feed(const std::string &input, Tensor value) {
+  std::string error = checkFeed(*impl_, input, value);
+  if (!error.empty())
+    return Status::error(error);
   impl_->fed.insert_or_assign(input, toRuntime(value));
+  // A value copied in ahead for this step is replaced.
+  impl_->fedStaged = false;
+  return Status::ok();
+}
+
+Status Session::feedNext(const std::string &input, Tensor value) {
+  std::string error = checkFeed(*impl_, input, value);
+  if (!error.empty())
+    return Status::error(error);
+  impl_->fedNext.insert_or_assign(input, toRuntime(value));
   return Status::ok();
 }
 
@@ -402,11 +431,17 @@ Result<StepResult> Session::step() {
   auto args = gatherArguments(*impl_->main, *impl_, c.diag());
   if (args.failed())
     return c.status();
-  auto run = impl_->meshRunner ? impl_->meshRunner->run(*args, c.diag())
-                               : session::runProgram(*impl_, true, *args,
-                                                     c.diag());
+  bool nextStaged = false;
+  auto run = impl_->meshRunner
+                 ? impl_->meshRunner->run(*args, c.diag())
+                 : session::runProgram(*impl_, true, *args, c.diag(),
+                                       &impl_->fedNext, &nextStaged);
   if (run.failed())
     return c.status();
+  for (auto &[name, t] : impl_->fedNext)
+    impl_->fed.insert_or_assign(name, std::move(t));
+  impl_->fedNext.clear();
+  impl_->fedStaged = nextStaged;
   for (auto &[name, t] : run->updates)
     impl_->persistent.insert_or_assign(name, std::move(t));
   StepResult result;

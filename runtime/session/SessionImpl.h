@@ -47,6 +47,11 @@ struct Session::Impl {
   std::string sourceName, sourceText;
   // Every parameter and state tensor, and the fed inputs, by name.
   backend::cpu::NamedTensors persistent, fed;
+  // Inputs for the step after the next (Session::feedNext).
+  backend::cpu::NamedTensors fedNext;
+  // The fed inputs are on the device already, copied during the last step
+  // (a CUDA Graph step given them as its RunControl::next).
+  bool fedStaged = false;
 };
 
 // Free functions rather than members, so that libmgc.so's version script
@@ -65,9 +70,14 @@ LogicalResult syncHost(Session::Impl &impl, DiagnosticEngine &diag);
 void hostChanged(Session::Impl &impl);
 // Runs the training step (`step`) or the forward program on the session's
 // backend (not the mesh).
+// A training step on the CUDA backend may take the next step's inputs
+// (`next`) to copy them in while it runs; it says in `*nextStaged` whether
+// it did.
 FailureOr<backend::cpu::RunResult>
 runProgram(Session::Impl &impl, bool step,
-           const backend::cpu::NamedTensors &arguments, DiagnosticEngine &diag);
+           const backend::cpu::NamedTensors &arguments, DiagnosticEngine &diag,
+           const backend::cpu::NamedTensors *next = nullptr,
+           bool *nextStaged = nullptr);
 } // namespace session
 
 // Collects diagnostics into a string, for a Status.

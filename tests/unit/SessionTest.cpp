@@ -199,6 +199,44 @@ TEST_CASE("Session: feed checks the name and the type") {
   CHECK(s->stepCount() == 0);
 }
 
+// feedNext binds the batch of the step after the next: the steps are those
+// of feeding each batch before its step, and a feed() in between wins.
+TEST_CASE("Session: feedNext binds the batch of the following step") {
+  SessionOptions o;
+  o.defines = mlpDefines();
+  o.seed = 4;
+  auto plain = makeSession(sample("mlp.mg"), o);
+  auto early = makeSession(sample("mlp.mg"), o);
+  // plain: batches 0, 1, 2, 5 fed before their steps. early: batch k+1
+  // handed over before step k, except that batch 5 replaces batch 3.
+  std::vector<double> want, got;
+  for (int64_t k : {0, 1, 2, 5}) {
+    feedBatch(*plain, k, 4);
+    auto r = plain->step();
+    REQUIRE(r);
+    want.push_back(r->loss);
+  }
+  feedBatch(*early, 0, 4);
+  for (int64_t k = 0; k < 4; ++k) {
+    if (k == 3)
+      feedBatch(*early, 5, 4);
+    if (k < 3)
+      for (const TensorInfo &in : early->inputs())
+        REQUIRE(early->feedNext(in.name, batchTensor(in, k + 1, 4)));
+    auto r = early->step();
+    REQUIRE(r);
+    got.push_back(r->loss);
+  }
+  CHECK(got == want);
+  for (const TensorInfo &p : plain->parameters())
+    CHECK(sameBytes(*plain->parameter(p.name), *early->parameter(p.name)));
+  // Checked as feed.
+  Status bad = early->feedNext("x", Tensor::zeros(DType::F32, {8, 13}));
+  CHECK(!bad);
+  CHECK(bad.message().find("f32[8, 12]") != std::string::npos);
+  CHECK(!early->feedNext("w1", Tensor::zeros(DType::F32, {12, 16})));
+}
+
 TEST_CASE("Session: steps equal the interpreter on the step module") {
   SessionOptions o;
   o.defines = mlpDefines();

@@ -423,15 +423,34 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
     ~RestoreSignal() { sigaction(SIGINT, &saved, nullptr); }
   } restore{previous};
 
-  runtime::Batch batch;
+  // With a CUDA Graph the next batch is handed over before each step
+  // (Session::feedNext), so that its copy to the device overlaps the step.
+  bool handOver = options.cudaGraph;
+  runtime::Batch batch, nextBatch;
+  bool haveNext = false;
   while (s.stepCount() < steps && !gInterrupted) {
     auto start = std::chrono::steady_clock::now();
-    if (auto err = setup->source->next(batch))
-      return errorExit(llvm::toString(std::move(err)));
-    for (auto &[name, tensor] : batch) {
-      Status st = s.feed(name, toSessionTensor(tensor));
-      if (!st)
-        return errorExit(st.message());
+    if (haveNext) {
+      batch = std::move(nextBatch); // fed already, by feedNext
+      haveNext = false;
+    } else {
+      if (auto err = setup->source->next(batch))
+        return errorExit(llvm::toString(std::move(err)));
+      for (auto &[name, tensor] : batch) {
+        Status st = s.feed(name, toSessionTensor(tensor));
+        if (!st)
+          return errorExit(st.message());
+      }
+    }
+    if (handOver && s.stepCount() + 1 < steps) {
+      if (auto err = setup->source->next(nextBatch))
+        return errorExit(llvm::toString(std::move(err)));
+      for (auto &[name, tensor] : nextBatch) {
+        Status st = s.feedNext(name, toSessionTensor(tensor));
+        if (!st)
+          return errorExit(st.message());
+      }
+      haveNext = true;
     }
     auto result = s.step();
     if (!result)
