@@ -15,39 +15,6 @@ namespace mgc::backend {
 
 namespace {
 
-// The instruction of a floating-point elementwise op (the ops passes/
-// Fusion.cpp fuses, without cast: a cast is not one instruction in the
-// result's compute type on every backend).
-std::optional<ir::FusedOp> instructionOf(ir::OpKind kind) {
-  using K = ir::OpKind;
-  using F = ir::FusedOp;
-  // clang-format off
-  switch (kind) {
-  case K::Add: return F::Add;
-  case K::Sub: return F::Sub;
-  case K::Mul: return F::Mul;
-  case K::Div: return F::Div;
-  case K::Minimum: return F::Minimum;
-  case K::Maximum: return F::Maximum;
-  case K::ReluGrad: return F::ReluGrad;
-  case K::GeluGrad: return F::GeluGrad;
-  case K::SigmoidGrad: return F::SigmoidGrad;
-  case K::TanhGrad: return F::TanhGrad;
-  case K::Neg: return F::Neg;
-  case K::Exp: return F::Exp;
-  case K::Log: return F::Log;
-  case K::Sqrt: return F::Sqrt;
-  case K::Rsqrt: return F::Rsqrt;
-  case K::Tanh: return F::Tanh;
-  case K::Relu: return F::Relu;
-  case K::Gelu: return F::Gelu;
-  case K::Sigmoid: return F::Sigmoid;
-  case K::Cos: return F::Cos;
-  default: return std::nullopt;
-  }
-  // clang-format on
-}
-
 bool isFloat(const ir::Value *v) { return !ir::isInteger(v->type().dtype); }
 
 // Graph position of every op and of the op defining each result.
@@ -84,7 +51,7 @@ std::string elementwiseExpr(const ir::Op &op) {
       return "";
   if (op.kind() == ir::OpKind::Fused)
     return op.attrs().getString("expr");
-  std::optional<ir::FusedOp> f = instructionOf(op.kind());
+  std::optional<ir::FusedOp> f = ir::fusedOpOfKind(op.kind());
   if (!f || op.numOperands() != ir::fusedOpArity(*f))
     return "";
   ir::FusedExpr expr;

@@ -60,6 +60,36 @@ std::optional<FusedOp> fusedOpByName(llvm::StringRef name) {
   return std::nullopt;
 }
 
+std::optional<FusedOp> fusedOpOfKind(OpKind kind) {
+  using K = OpKind;
+  using F = FusedOp;
+  // clang-format off
+  switch (kind) {
+  case K::Add: return F::Add;
+  case K::Sub: return F::Sub;
+  case K::Mul: return F::Mul;
+  case K::Div: return F::Div;
+  case K::Minimum: return F::Minimum;
+  case K::Maximum: return F::Maximum;
+  case K::ReluGrad: return F::ReluGrad;
+  case K::GeluGrad: return F::GeluGrad;
+  case K::SigmoidGrad: return F::SigmoidGrad;
+  case K::TanhGrad: return F::TanhGrad;
+  case K::Neg: return F::Neg;
+  case K::Exp: return F::Exp;
+  case K::Log: return F::Log;
+  case K::Sqrt: return F::Sqrt;
+  case K::Rsqrt: return F::Rsqrt;
+  case K::Tanh: return F::Tanh;
+  case K::Relu: return F::Relu;
+  case K::Gelu: return F::Gelu;
+  case K::Sigmoid: return F::Sigmoid;
+  case K::Cos: return F::Cos;
+  default: return std::nullopt;
+  }
+  // clang-format on
+}
+
 std::vector<int64_t> broadcastStrides(llvm::ArrayRef<int64_t> from,
                                       llvm::ArrayRef<int64_t> to) {
   std::vector<int64_t> strides(to.size(), 0);

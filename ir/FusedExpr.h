@@ -13,6 +13,7 @@
 #pragma once
 
 #include "ir/Interpreter.h" // roundToDType
+#include "ir/OpInfo.h"
 #include "ir/ScalarMath.h"
 #include "ir/Types.h"
 
@@ -38,6 +39,10 @@ enum class FusedOp : uint8_t {
 llvm::StringRef fusedOpName(FusedOp op);
 unsigned fusedOpArity(FusedOp op);
 std::optional<FusedOp> fusedOpByName(llvm::StringRef name);
+// The instruction that computes a floating-point elementwise op of this
+// kind in its result's compute type (add ... cos); none for a cast (its
+// instruction depends on the result type) and for other ops.
+std::optional<FusedOp> fusedOpOfKind(OpKind kind);
 
 struct FusedArg {
   enum class Kind : uint8_t { Operand, Result, Literal } kind = Kind::Operand;

@@ -33,34 +33,6 @@ using ir::Value;
 
 namespace {
 
-std::optional<ir::FusedOp> fusedOpOf(const Op &op) {
-  using K = ir::OpKind;
-  using F = ir::FusedOp;
-  switch (op.kind()) {
-  case K::Add: return F::Add;
-  case K::Sub: return F::Sub;
-  case K::Mul: return F::Mul;
-  case K::Div: return F::Div;
-  case K::Minimum: return F::Minimum;
-  case K::Maximum: return F::Maximum;
-  case K::ReluGrad: return F::ReluGrad;
-  case K::GeluGrad: return F::GeluGrad;
-  case K::SigmoidGrad: return F::SigmoidGrad;
-  case K::TanhGrad: return F::TanhGrad;
-  case K::Neg: return F::Neg;
-  case K::Exp: return F::Exp;
-  case K::Log: return F::Log;
-  case K::Sqrt: return F::Sqrt;
-  case K::Rsqrt: return F::Rsqrt;
-  case K::Tanh: return F::Tanh;
-  case K::Relu: return F::Relu;
-  case K::Gelu: return F::Gelu;
-  case K::Sigmoid: return F::Sigmoid;
-  case K::Cos: return F::Cos;
-  default: return std::nullopt;
-  }
-}
-
 // The cast instruction that rounds to `dtype`.
 ir::FusedOp castTo(ir::DType dtype) {
   switch (dtype) {
@@ -83,7 +55,7 @@ std::optional<ir::FusedOp> instructionOf(const Op &op) {
       return std::nullopt;
   if (op.kind() == ir::OpKind::Cast)
     return castTo(op.type().dtype);
-  return fusedOpOf(op);
+  return ir::fusedOpOfKind(op.kind());
 }
 
 // f64 groups compute in f64, the others in f32: the two do not mix.
