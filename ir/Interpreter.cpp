@@ -261,19 +261,6 @@ std::vector<int64_t> rowMajorStrides(llvm::ArrayRef<int64_t> shape) {
   return strides;
 }
 
-AxisSplit splitAtAxis(llvm::ArrayRef<int64_t> shape, int64_t axis) {
-  AxisSplit s;
-  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
-    if (d < axis)
-      s.outer *= shape[d];
-    else if (d == axis)
-      s.dim = shape[d];
-    else
-      s.inner *= shape[d];
-  }
-  return s;
-}
-
 void stridedGather(const double *in, int64_t base,
                    llvm::ArrayRef<int64_t> outShape,
                    llvm::ArrayRef<int64_t> inStrides, double *out) {

@@ -39,12 +39,6 @@ using EvalFn = LogicalResult (*)(EvalContext &ctx);
 // Row-major strides of a shape.
 std::vector<int64_t> rowMajorStrides(llvm::ArrayRef<int64_t> shape);
 
-// A shape seen as [outer, dim, inner] around one axis.
-struct AxisSplit {
-  int64_t outer = 1, dim = 1, inner = 1;
-};
-AxisSplit splitAtAxis(llvm::ArrayRef<int64_t> shape, int64_t axis);
-
 // out[n] = in[base + sum_d idx_d(n) * inStrides[d]] for every row-major
 // index n of `outShape`: transpose, slice and broadcast are all this gather
 // with different strides.

@@ -84,4 +84,17 @@ std::optional<int64_t> normalizeAxis(int64_t axis, int64_t rank) {
   return axis < 0 ? axis + rank : axis;
 }
 
+AxisSplit splitAtAxis(llvm::ArrayRef<int64_t> shape, int64_t axis) {
+  AxisSplit s;
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
+    if (d < axis)
+      s.outer *= shape[d];
+    else if (d == axis)
+      s.dim = shape[d];
+    else
+      s.inner *= shape[d];
+  }
+  return s;
+}
+
 } // namespace mgc::ir

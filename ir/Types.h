@@ -57,4 +57,11 @@ std::optional<Shape> broadcastShapes(llvm::ArrayRef<int64_t> a,
 // Normalises a possibly negative axis against a rank; nullopt if out of range.
 std::optional<int64_t> normalizeAxis(int64_t axis, int64_t rank);
 
+// A shape seen as [outer, dim, inner] around one (normalized) axis: the
+// products of the dimensions before it and after it.
+struct AxisSplit {
+  int64_t outer = 1, dim = 1, inner = 1;
+};
+AxisSplit splitAtAxis(llvm::ArrayRef<int64_t> shape, int64_t axis);
+
 } // namespace mgc::ir

@@ -18,8 +18,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // A tensor seen as lines along one axis: outer * inner lines of `dim`
 // elements `inner` apart.
-struct Lines {
-  int64_t outer = 1, dim = 1, inner = 1;
+struct Lines : ir::AxisSplit {
   int64_t count() const { return outer * inner; }
   int64_t base(int64_t line) const {
     return (line / inner) * dim * inner + line % inner;
@@ -27,16 +26,7 @@ struct Lines {
 };
 
 Lines linesAlong(llvm::ArrayRef<int64_t> shape, int64_t axis) {
-  Lines l;
-  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
-    if (d < axis)
-      l.outer *= shape[d];
-    else if (d == axis)
-      l.dim = shape[d];
-    else
-      l.inner *= shape[d];
-  }
-  return l;
+  return Lines{ir::splitAtAxis(shape, axis)};
 }
 
 Lines axisLines(const KernelArgs &args) {

@@ -234,14 +234,8 @@ LogicalResult kernelConcat(const KernelArgs &args) {
   int64_t axis =
       *ir::normalizeAxis(args.op.attrs().getInt("axis"), outType.rank());
   int64_t elem = ir::dtypeBytes(outType.dtype);
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < outType.rank(); ++d) {
-    if (d < axis)
-      outer *= outType.shape[d];
-    else if (d > axis)
-      inner *= outType.shape[d];
-  }
-  int64_t outRow = outType.shape[axis] * inner * elem;
+  auto [outer, dim, inner] = ir::splitAtAxis(outType.shape, axis);
+  int64_t outRow = dim * inner * elem;
   int64_t offset = 0;
   for (const TensorRef &t : args.in) {
     int64_t chunk = t.shape()[axis] * inner * elem;

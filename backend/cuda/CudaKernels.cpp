@@ -109,16 +109,8 @@ ReduceShape reduceShape(const CudaKernelArgs &args, const ir::TensorType &in) {
 Lines axisLines(const CudaKernelArgs &args) {
   const ir::TensorType &t = *args.out.type;
   int64_t axis = *ir::normalizeAxis(args.op.attrs().getInt("axis"), t.rank());
-  Lines l;
-  for (int64_t d = 0; d < t.rank(); ++d) {
-    if (d < axis)
-      l.outer *= t.shape[d];
-    else if (d == axis)
-      l.dim = t.shape[d];
-    else
-      l.inner *= t.shape[d];
-  }
-  return l;
+  ir::AxisSplit s = ir::splitAtAxis(t.shape, axis);
+  return Lines{s.outer, s.dim, s.inner};
 }
 
 LogicalResult unary(const CudaKernelArgs &args, Unary op) {
@@ -301,14 +293,8 @@ LogicalResult kConcat(const CudaKernelArgs &args) {
   int64_t axis =
       *ir::normalizeAxis(args.op.attrs().getInt("axis"), outType.rank());
   int64_t elem = ir::dtypeBytes(outType.dtype);
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < outType.rank(); ++d) {
-    if (d < axis)
-      outer *= outType.shape[d];
-    else if (d > axis)
-      inner *= outType.shape[d];
-  }
-  int64_t outRow = outType.shape[axis] * inner * elem;
+  auto [outer, dim, inner] = ir::splitAtAxis(outType.shape, axis);
+  int64_t outRow = dim * inner * elem;
   int64_t offset = 0;
   for (const DeviceTensor &t : args.in) {
     int64_t chunk = t.shape()[axis] * inner * elem;
