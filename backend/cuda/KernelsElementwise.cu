@@ -285,6 +285,34 @@ template <typename C> __device__ C applyFused(FusedCode op, C a, C b) {
   return a;
 }
 
+// The program's instructions for one element, in registers `regs`
+// (compute type C); `load(k)` reads operand k of the element. Returns the
+// last instruction's result. Shared by the fused and grouped kernels, so
+// that both compute the same bits.
+template <typename C, typename Load>
+__device__ __forceinline__ C runFusedProgram(const FusedProgram &p, C *regs,
+                                             Load load) {
+  for (int j = 0; j < p.numInstrs; ++j) {
+    C args[2] = {C(0), C(0)};
+    for (int a = 0; a < 2; ++a) {
+      int32_t k = p.argIndex[j][a];
+      switch (p.argKind[j][a]) {
+      case 0:
+        args[a] = load(k);
+        break;
+      case 1:
+        args[a] = regs[k];
+        break;
+      default:
+        args[a] = static_cast<C>(p.literal[j][a]);
+        break;
+      }
+    }
+    regs[j] = applyFused<C>(p.op[j], args[0], args[1]);
+  }
+  return regs[p.numInstrs - 1];
+}
+
 // One thread per element: the instructions in registers (compute type C),
 // the last one stored once.
 template <typename C, typename Out>
@@ -297,30 +325,13 @@ __global__ void fusedKernel(FusedProgram p, Out *out, int64_t n) {
       index[d] = rest % p.shape[d];
       rest /= p.shape[d];
     }
-    for (int j = 0; j < p.numInstrs; ++j) {
-      C args[2] = {C(0), C(0)};
-      for (int a = 0; a < 2; ++a) {
-        int32_t k = p.argIndex[j][a];
-        switch (p.argKind[j][a]) {
-        case 0: {
-          int64_t offset = 0;
-          for (int d = 0; d < p.rank; ++d)
-            offset += index[d] * p.strides[k][d];
-          args[a] = loadAs<C>(p.operand[k], p.operandDt[k], offset);
-          break;
-        }
-        case 1:
-          args[a] = regs[k];
-          break;
-        default:
-          args[a] = static_cast<C>(p.literal[j][a]);
-          break;
-        }
-      }
-      regs[j] = applyFused<C>(p.op[j], args[0], args[1]);
-    }
-    out[i] =
-        Elem<Out>::store(static_cast<ComputeOf<Out>>(regs[p.numInstrs - 1]));
+    C last = runFusedProgram<C>(p, regs, [&](int32_t k) {
+      int64_t offset = 0;
+      for (int d = 0; d < p.rank; ++d)
+        offset += index[d] * p.strides[k][d];
+      return loadAs<C>(p.operand[k], p.operandDt[k], offset);
+    });
+    out[i] = Elem<Out>::store(static_cast<ComputeOf<Out>>(last));
   }
 }
 
@@ -495,27 +506,11 @@ __global__ void fusedGroupKernel(FusedProgram p, uint32_t scalarMask,
                                                  : t.n;
     Out *out = static_cast<Out *>(t.out);
     for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
-      for (int j = 0; j < p.numInstrs; ++j) {
-        C args[2] = {C(0), C(0)};
-        for (int a = 0; a < 2; ++a) {
-          int32_t k = p.argIndex[j][a];
-          switch (p.argKind[j][a]) {
-          case 0:
-            args[a] = loadAs<C>(t.operand[k], p.operandDt[k],
-                                (scalarMask >> k) & 1u ? 0 : i);
-            break;
-          case 1:
-            args[a] = regs[k];
-            break;
-          default:
-            args[a] = static_cast<C>(p.literal[j][a]);
-            break;
-          }
-        }
-        regs[j] = applyFused<C>(p.op[j], args[0], args[1]);
-      }
-      out[i] =
-          Elem<Out>::store(static_cast<ComputeOf<Out>>(regs[p.numInstrs - 1]));
+      C last = runFusedProgram<C>(p, regs, [&](int32_t k) {
+        return loadAs<C>(t.operand[k], p.operandDt[k],
+                         (scalarMask >> k) & 1u ? 0 : i);
+      });
+      out[i] = Elem<Out>::store(static_cast<ComputeOf<Out>>(last));
     }
   }
 }
