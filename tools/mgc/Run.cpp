@@ -163,7 +163,8 @@ const CommandSpec &runSpec() {
               false, {"cpu", "cuda", "auto"}},
              {"--cuda-graph", "",
               "with the CUDA backend: capture the step as a CUDA Graph and "
-              "replay it"},
+              "replay it, each next batch copied in on a side stream while "
+              "a step runs"},
              {"--precision", "P",
               "fp32, or bf16: bf16 matmuls and activations, f32 weights, "
               "optimizer, norms and loss (default: train.precision, else "
