@@ -16,6 +16,8 @@
 #include "llvm/ADT/StringRef.h"
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 
 namespace mgc::backend {
@@ -52,16 +54,50 @@ public:
   // device j, in order; `out` receives this device's part summed over the
   // group.
   virtual LogicalResult reduceScatter(llvm::StringRef axis, const void *in,
-                                      void *out,
-                                      llvm::ArrayRef<int64_t> counts,
+                                      void *out, llvm::ArrayRef<int64_t> counts,
                                       ir::DType dtype, std::string &error) = 0;
   // `in` holds sendCounts[j] elements for each device j, in order; `out`
   // receives from each device j the part it sent here (recvCounts[j]
   // elements), in order.
   virtual LogicalResult allToAll(llvm::StringRef axis, const void *in,
-                                 llvm::ArrayRef<int64_t> sendCounts,
-                                 void *out, llvm::ArrayRef<int64_t> recvCounts,
+                                 llvm::ArrayRef<int64_t> sendCounts, void *out,
+                                 llvm::ArrayRef<int64_t> recvCounts,
                                  ir::DType dtype, std::string &error) = 0;
+
+  // Point-to-point, between the stages of a pipeline: `count` elements to
+  // or from device `peer`. The k-th send from a device to a peer meets
+  // the peer's k-th recv from that device; their counts and dtypes must
+  // agree (a mismatch fails the recv, naming both). send may return before
+  // the peer receives (the message is buffered).
+  virtual LogicalResult send(int64_t peer, const void *in, int64_t count,
+                             ir::DType dtype, std::string &error) = 0;
+  virtual LogicalResult recv(int64_t peer, void *out, int64_t count,
+                             ir::DType dtype, std::string &error) = 0;
 };
+
+// The endpoints of the devices that one process runs, made together for
+// one mesh: every device for the in-process communicator, this rank's
+// devices for MPI. Each endpoint is used by one thread at a time (its
+// device's communication queue).
+class CommunicatorSet {
+public:
+  virtual ~CommunicatorSet() = default;
+
+  virtual const ir::Mesh &mesh() const = 0;
+  // The devices of the mesh this process runs, in increasing order.
+  virtual llvm::ArrayRef<int64_t> localDevices() const = 0;
+  // The endpoint of `device`, one of localDevices().
+  virtual Communicator &endpoint(int64_t device) = 0;
+
+  // Makes every call that is waiting, and every later one, fail with
+  // `reason` (a device failed: its peers must not wait for it forever).
+  virtual void abort(const std::string &reason) = 0;
+  // Clears an abort, for the next step. Only when no call is running.
+  virtual void reset() = 0;
+};
+
+// Makes the communicators of a mesh; reports why it cannot in `error`.
+using CommunicatorFactory = std::function<std::unique_ptr<CommunicatorSet>(
+    const ir::Mesh &mesh, std::string &error)>;
 
 } // namespace mgc::backend

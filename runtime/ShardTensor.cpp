@@ -130,6 +130,15 @@ Tensor shardTensor(const Tensor &logical, const ir::Sharding &sharding,
   return zero ? Tensor(t.type()) : t;
 }
 
+bool partIsRead(const ir::Sharding &sharding, const ir::Mesh &mesh,
+                int64_t device) {
+  llvm::SmallVector<int64_t, 4> coords = mesh.coords(device);
+  for (size_t a = 0; a < mesh.axes().size(); ++a)
+    if (coords[a] != 0 && sharding.get(mesh.axes()[a].name).isReplicate())
+      return false;
+  return true;
+}
+
 bool unshardTensor(llvm::ArrayRef<Tensor> parts, const ir::Sharding &sharding,
                    const ir::Mesh &mesh, const ir::TensorType &logical,
                    Tensor &out, std::string &error) {
@@ -141,7 +150,7 @@ bool unshardTensor(llvm::ArrayRef<Tensor> parts, const ir::Sharding &sharding,
   }
   for (int64_t k = 0; k < n; ++k) {
     ir::TensorType want = partType(logical, sharding, mesh, mesh.coords(k));
-    if (parts[k].type() != want) {
+    if (partIsRead(sharding, mesh, k) && parts[k].type() != want) {
       error = "the part of device " + std::to_string(k) + " of " +
               logical.str() + " " + sharding.str() + " on mesh " + mesh.str() +
               " has type " + parts[k].type().str() + ", expected " + want.str();

@@ -23,11 +23,17 @@ Tensor shardTensor(const Tensor &logical, const ir::Sharding &sharding,
 
 // The logical tensor back from every device's part (parts[k] from device
 // k): split dimensions joined in coordinate order, partial axes summed in
-// coordinate order, replicated axes taken from coordinate 0. Returns false
-// and sets `error` if a part has the wrong type.
+// coordinate order, replicated axes taken from coordinate 0. The parts that
+// are not read (partIsRead) may be anything, an empty Tensor() among them.
+// Returns false and sets `error` if a part that is read has the wrong type.
 bool unshardTensor(llvm::ArrayRef<Tensor> parts, const ir::Sharding &sharding,
                    const ir::Mesh &mesh, const ir::TensorType &logical,
                    Tensor &out, std::string &error);
+
+// Whether unshardTensor reads the part of `device`: it is at coordinate 0 of
+// every axis on which `sharding` is replicated.
+bool partIsRead(const ir::Sharding &sharding, const ir::Mesh &mesh,
+                int64_t device);
 
 // The elementwise sum of tensors of one type, in order: f32 and f64 in
 // their own type, bf16 and f16 in f32 rounded once, integers wrapping.

@@ -8,6 +8,7 @@ packages=(
   llvm-14-dev llvm-14-tools   # LLVM Support (static), FileCheck, lit
   libfmt-dev doctest-dev
   libopenblas-dev             # GEMM of the CPU backend (linked statically)
+  libopenmpi-dev openmpi-bin  # one rank per process (mpirun)
   clang-14 libclang-rt-14-dev # the libFuzzer target (scripts/fuzz.sh)
   zlib1g-dev libtinfo-dev     # what LLVM's CMake config links against
 )

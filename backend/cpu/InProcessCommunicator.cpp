@@ -9,7 +9,7 @@
 // group is running and reaches the exit barrier without waiting on anyone.
 #include "backend/cpu/InProcessCommunicator.h"
 
-#include "backend/cpu/Elem.h"
+#include "backend/cpu/Reductions.h"
 
 #include "llvm/ADT/STLExtras.h"
 
@@ -18,6 +18,8 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <map>
 #include <mutex>
 #include <numeric>
 #include <optional>
@@ -90,74 +92,6 @@ int64_t offsetOf(llvm::ArrayRef<int64_t> xs, size_t j) {
   return std::accumulate(xs.begin(), xs.begin() + j, int64_t(0));
 }
 
-// The accumulator of sums: f32, f64 in their own type, bf16 and f16 in f32
-// (rounded once at the end), integers wrapping in unsigned arithmetic.
-template <typename S> struct SumOf {
-  using A = ComputeOf<S>;
-  static A load(S v) { return Elem<S>::load(v); }
-  static S store(A v) { return Elem<S>::store(v); }
-};
-template <> struct SumOf<int32_t> {
-  using A = uint32_t;
-  static A load(int32_t v) { return static_cast<uint32_t>(v); }
-  static int32_t store(A v) { return static_cast<int32_t>(v); }
-};
-template <> struct SumOf<int64_t> {
-  using A = uint64_t;
-  static A load(int64_t v) { return static_cast<uint64_t>(v); }
-  static int64_t store(A v) { return static_cast<int64_t>(v); }
-};
-
-// dst[i] = sum over j (in order) of srcs[j][i], for i in [0, n).
-template <typename S>
-void sumInto(llvm::ArrayRef<const std::byte *> srcs, std::byte *dst,
-             int64_t n) {
-  using Sum = SumOf<S>;
-  S *d = reinterpret_cast<S *>(dst);
-  for (int64_t i = 0; i < n; ++i) {
-    typename Sum::A acc = Sum::load(reinterpret_cast<const S *>(srcs[0])[i]);
-    for (size_t j = 1; j < srcs.size(); ++j)
-      acc += Sum::load(reinterpret_cast<const S *>(srcs[j])[i]);
-    d[i] = Sum::store(acc);
-  }
-}
-
-void sumIntoDType(ir::DType dtype, llvm::ArrayRef<const std::byte *> srcs,
-                  std::byte *dst, int64_t n) {
-  visitDType(dtype, [&]<typename S>() { sumInto<S>(srcs, dst, n); });
-}
-
-// dst[i] = the maximum over j (in order) of srcs[j][i]: the first NaN, else
-// the first of the largest values, copied bit for bit.
-template <typename S>
-void maxInto(llvm::ArrayRef<const std::byte *> srcs, std::byte *dst,
-             int64_t n) {
-  S *d = reinterpret_cast<S *>(dst);
-  for (int64_t i = 0; i < n; ++i) {
-    S best = reinterpret_cast<const S *>(srcs[0])[i];
-    if constexpr (kIsInt<S>) {
-      for (size_t j = 1; j < srcs.size(); ++j)
-        best = std::max(best, reinterpret_cast<const S *>(srcs[j])[i]);
-    } else {
-      double b = Elem<S>::load(best);
-      for (size_t j = 1; j < srcs.size() && !std::isnan(b); ++j) {
-        S v = reinterpret_cast<const S *>(srcs[j])[i];
-        double x = Elem<S>::load(v);
-        if (x > b || std::isnan(x)) {
-          best = v;
-          b = x;
-        }
-      }
-    }
-    d[i] = best;
-  }
-}
-
-void maxIntoDType(ir::DType dtype, llvm::ArrayRef<const std::byte *> srcs,
-                  std::byte *dst, int64_t n) {
-  visitDType(dtype, [&]<typename S>() { maxInto<S>(srcs, dst, n); });
-}
-
 // The meeting point of one axis group.
 struct Rendezvous {
   explicit Rendezvous(std::vector<int64_t> devices)
@@ -169,6 +103,13 @@ struct Rendezvous {
   uint64_t generation = 0;
   size_t arrived = 0;
   std::vector<Call> slots; // by coordinate
+};
+
+// A point-to-point message waiting for its recv.
+struct Message {
+  ir::DType dtype;
+  int64_t count;
+  std::vector<std::byte> data;
 };
 
 } // namespace
@@ -183,6 +124,12 @@ struct InProcessMesh::Impl {
   // groups[device][axis]: the rendezvous of the device's group on the axis.
   std::vector<std::vector<Rendezvous *>> groups;
   std::vector<std::unique_ptr<Endpoint>> endpoints;
+  std::vector<int64_t> all; // 0, 1, ... n-1
+
+  // Mailboxes of send/recv by (sender, receiver), under one lock.
+  std::mutex mailMutex;
+  std::condition_variable mailCv;
+  std::map<std::pair<int64_t, int64_t>, std::deque<Message>> mail;
 
   std::atomic<bool> aborted{false};
   std::mutex reasonMutex;
@@ -217,6 +164,20 @@ struct InProcessMesh::Impl {
 
   LogicalResult collective(int64_t device, llvm::StringRef axis,
                            const Call &call, std::string &error);
+  LogicalResult send(int64_t from, int64_t to, const void *in, int64_t count,
+                     ir::DType dtype, std::string &error);
+  LogicalResult recv(int64_t to, int64_t from, void *out, int64_t count,
+                     ir::DType dtype, std::string &error);
+  // Why `peer` cannot be the other end of a send or recv of `device`, or
+  // "" when it can.
+  std::string badPeer(int64_t device, int64_t peer) const {
+    if (peer < 0 || peer >= mesh.numDevices())
+      return "device " + std::to_string(peer) + " is not in the mesh " +
+             mesh.str();
+    if (peer == device)
+      return "a device cannot send to itself";
+    return "";
+  }
 };
 
 namespace {
@@ -289,9 +250,9 @@ void runCall(llvm::ArrayRef<Call> slots, size_t me) {
       srcs.push_back(c.in + lo * bytes);
     std::byte *first = slots[0].out + lo * bytes;
     if (mine.kind == CallKind::AllReduce)
-      sumIntoDType(mine.dtype, srcs, first, hi - lo);
+      sumParts(mine.dtype, srcs, first, hi - lo);
     else
-      maxIntoDType(mine.dtype, srcs, first, hi - lo);
+      maxParts(mine.dtype, srcs, first, hi - lo);
     for (size_t k = 1; k < n; ++k)
       std::memcpy(slots[k].out + lo * bytes, first, (hi - lo) * bytes);
     return;
@@ -313,7 +274,7 @@ void runCall(llvm::ArrayRef<Call> slots, size_t me) {
     llvm::SmallVector<const std::byte *, 8> srcs;
     for (const Call &c : slots)
       srcs.push_back(c.in + at * bytes);
-    sumIntoDType(mine.dtype, srcs, mine.out, count);
+    sumParts(mine.dtype, srcs, mine.out, count);
     return;
   }
   case CallKind::AllToAll: {
@@ -382,6 +343,14 @@ public:
     c.recvCounts = recvCounts;
     return run(axis, c, in, out, dtype, error);
   }
+  LogicalResult send(int64_t peer, const void *in, int64_t count,
+                     ir::DType dtype, std::string &error) override {
+    return impl_.send(device_, peer, in, count, dtype, error);
+  }
+  LogicalResult recv(int64_t peer, void *out, int64_t count, ir::DType dtype,
+                     std::string &error) override {
+    return impl_.recv(device_, peer, out, count, dtype, error);
+  }
 
 private:
   LogicalResult run(llvm::StringRef axis, Call &c, const void *in, void *out,
@@ -410,8 +379,67 @@ InProcessMesh::Impl::Impl(ir::Mesh m) : mesh(std::move(m)) {
         groups[member][a] = rendezvous.back().get();
     }
   }
-  for (int64_t d = 0; d < devices; ++d)
+  for (int64_t d = 0; d < devices; ++d) {
     endpoints.push_back(std::make_unique<Endpoint>(*this, d));
+    all.push_back(d);
+  }
+}
+
+LogicalResult InProcessMesh::Impl::send(int64_t from, int64_t to,
+                                        const void *in, int64_t count,
+                                        ir::DType dtype, std::string &error) {
+  std::string bad = badPeer(from, to);
+  if (bad.empty() && count < 0)
+    bad = "a negative count";
+  if (!bad.empty()) {
+    error = "send to device " + std::to_string(to) + ": " + bad;
+    return failure();
+  }
+  Message m{dtype, count, {}};
+  const auto *bytes = static_cast<const std::byte *>(in);
+  m.data.assign(bytes, bytes + count * ir::dtypeBytes(dtype));
+  {
+    std::lock_guard<std::mutex> lock(mailMutex);
+    if (aborted.load()) {
+      error = "send to device " + std::to_string(to) +
+              " was aborted: " + abortReason();
+      return failure();
+    }
+    mail[{from, to}].push_back(std::move(m));
+  }
+  mailCv.notify_all();
+  return success();
+}
+
+LogicalResult InProcessMesh::Impl::recv(int64_t to, int64_t from, void *out,
+                                        int64_t count, ir::DType dtype,
+                                        std::string &error) {
+  std::string what = "recv from device " + std::to_string(from);
+  std::string bad = badPeer(to, from);
+  if (!bad.empty()) {
+    error = what + ": " + bad;
+    return failure();
+  }
+  std::unique_lock<std::mutex> lock(mailMutex);
+  std::deque<Message> &box = mail[{from, to}];
+  mailCv.wait(lock, [&] { return !box.empty() || aborted.load(); });
+  if (box.empty()) {
+    error = what + " was aborted: " + abortReason();
+    return failure();
+  }
+  Message m = std::move(box.front());
+  box.pop_front();
+  lock.unlock();
+  if (m.dtype != dtype || m.count != count) {
+    error = what + ": device " + std::to_string(from) + " sent " +
+            std::to_string(m.count) + " elements of " +
+            ir::dtypeName(m.dtype).str() + " where " + std::to_string(count) +
+            " of " + ir::dtypeName(dtype).str() + " were expected";
+    return failure();
+  }
+  if (!m.data.empty())
+    std::memcpy(out, m.data.data(), m.data.size());
+  return success();
 }
 
 LogicalResult InProcessMesh::Impl::collective(int64_t device,
@@ -455,6 +483,17 @@ InProcessMesh::~InProcessMesh() = default;
 
 const ir::Mesh &InProcessMesh::mesh() const { return impl_->mesh; }
 
+llvm::ArrayRef<int64_t> InProcessMesh::localDevices() const {
+  return impl_->all;
+}
+
+CommunicatorFactory InProcessMesh::factory() {
+  return [](const ir::Mesh &mesh,
+            std::string &) -> std::unique_ptr<CommunicatorSet> {
+    return std::make_unique<InProcessMesh>(mesh);
+  };
+}
+
 Communicator &InProcessMesh::endpoint(int64_t device) {
   return *impl_->endpoints[device];
 }
@@ -472,12 +511,19 @@ void InProcessMesh::abort(const std::string &reason) {
     std::lock_guard<std::mutex> lock(r->mutex);
     r->cv.notify_all();
   }
+  std::lock_guard<std::mutex> lock(impl_->mailMutex);
+  impl_->mailCv.notify_all();
 }
 
 void InProcessMesh::reset() {
-  std::lock_guard<std::mutex> lock(impl_->reasonMutex);
-  impl_->aborted.store(false);
-  impl_->reason.clear();
+  {
+    std::lock_guard<std::mutex> lock(impl_->reasonMutex);
+    impl_->aborted.store(false);
+    impl_->reason.clear();
+  }
+  // Messages of the aborted step are not for the next one.
+  std::lock_guard<std::mutex> lock(impl_->mailMutex);
+  impl_->mail.clear();
 }
 
 } // namespace mgc::backend::cpu

@@ -2,7 +2,7 @@
 // endpoint meets the other devices of its axis group at a rendezvous, reads
 // their buffers directly and writes its own result (no copies beyond the
 // result itself). Sums and maxima go in coordinate order, the same on every
-// device.
+// device. Point-to-point messages wait in a mailbox per pair of devices.
 #pragma once
 
 #include "backend/Communicator.h"
@@ -13,21 +13,20 @@
 
 namespace mgc::backend::cpu {
 
-class InProcessMesh {
+class InProcessMesh final : public CommunicatorSet {
 public:
   explicit InProcessMesh(ir::Mesh mesh);
-  ~InProcessMesh();
+  ~InProcessMesh() override;
 
-  const ir::Mesh &mesh() const;
-  // Device `device`'s endpoint, to be used by one thread at a time (the
-  // device's communication queue).
-  Communicator &endpoint(int64_t device);
+  const ir::Mesh &mesh() const override;
+  // Every device of the mesh.
+  llvm::ArrayRef<int64_t> localDevices() const override;
+  Communicator &endpoint(int64_t device) override;
+  void abort(const std::string &reason) override;
+  void reset() override;
 
-  // Makes every collective that is waiting, and every later one, fail with
-  // `reason` (a device failed: its peers must not wait for it forever).
-  void abort(const std::string &reason);
-  // Clears an abort, for the next step. Only when no collective is running.
-  void reset();
+  // The factory of CommunicatorSet for MeshOptions: one InProcessMesh.
+  static CommunicatorFactory factory();
 
 private:
   struct Impl;

@@ -89,12 +89,15 @@ checkCommunication(const ir::Mesh &mesh,
 } // namespace
 
 struct MeshExecutor::Impl {
-  Impl(const ir::Mesh &mesh, const MeshOptions &options)
-      : mesh(mesh), comms(mesh), options(options),
-        state([this](const std::string &reason) { comms.abort(reason); }) {}
+  Impl(const ir::Mesh &mesh, const MeshOptions &options,
+       std::unique_ptr<CommunicatorSet> comms)
+      : mesh(mesh), comms(std::move(comms)), options(options),
+        state([this](const std::string &reason) {
+          this->comms->abort(reason);
+        }) {}
 
   ir::Mesh mesh;
-  InProcessMesh comms;
+  std::unique_ptr<CommunicatorSet> comms;
   MeshOptions options;
   MeshRunState state;
   std::vector<std::unique_ptr<MeshDevice>> devices;
@@ -143,15 +146,25 @@ MeshExecutor::create(const ir::Mesh &mesh,
   if (failed(checkCommunication(mesh, programs, diag)))
     return nullptr;
 
-  auto impl = std::make_unique<Impl>(mesh, options);
+  std::string why;
+  std::unique_ptr<CommunicatorSet> comms =
+      options.communicators ? options.communicators(mesh, why)
+                            : std::make_unique<InProcessMesh>(mesh);
+  if (!comms) {
+    diag.error("the communicators of mesh " + mesh.str() +
+               " cannot be made: " + why);
+    return nullptr;
+  }
+  llvm::ArrayRef<int64_t> local = comms->localDevices();
+  auto impl = std::make_unique<Impl>(mesh, options, std::move(comms));
   unsigned threads = options.threadsPerDevice;
   if (threads == 0)
-    threads =
-        std::max<unsigned>(1, hardwareThreads() / static_cast<unsigned>(n));
-  for (int64_t d = 0; d < n; ++d) {
+    threads = std::max<unsigned>(1, hardwareThreads() /
+                                        static_cast<unsigned>(local.size()));
+  for (int64_t d : local) {
     CpuOptions cpu;
     cpu.threads = threads;
-    cpu.comm = &impl->comms.endpoint(d);
+    cpu.comm = &impl->comms->endpoint(d);
     std::unique_ptr<CpuExecutor> ex =
         CpuExecutor::create(*programs[d], cpu, diag);
     if (!ex) {
@@ -166,20 +179,20 @@ MeshExecutor::create(const ir::Mesh &mesh,
 
 FailureOr<std::vector<RunResult>>
 MeshExecutor::run(const std::vector<NamedTensors> &arguments,
-                  DiagnosticEngine &diag) {
+                  DiagnosticEngine &diag, llvm::StringRef context) {
   Impl &im = *impl_;
   size_t n = im.devices.size();
   if (arguments.size() != n) {
-    diag.error("the mesh " + im.mesh.str() + " has " + std::to_string(n) +
-               " devices but arguments for " +
+    diag.error("this process runs " + std::to_string(n) +
+               " devices of the mesh " + im.mesh.str() + " but arguments for " +
                std::to_string(arguments.size()) + " were given");
     return failure();
   }
   unsigned before = diag.errorCount();
-  for (size_t d = 0; d < n; ++d)
-    (void)im.devices[d]->executor().bindArguments(
-        arguments[d], im.devices[d]->bound(), diag,
-        devicePrefix(static_cast<int64_t>(d)));
+  for (size_t k = 0; k < n; ++k)
+    (void)im.devices[k]->executor().bindArguments(
+        arguments[k], im.devices[k]->bound(), diag,
+        devicePrefix(im.devices[k]->index()));
   if (diag.errorCount() != before)
     return failure();
 
@@ -209,9 +222,10 @@ MeshExecutor::run(const std::vector<NamedTensors> &arguments,
         im.trace.push_back(std::move(e));
   const MeshRunState::Error &error = im.state.firstError();
   if (error.device >= 0) {
-    diag.error(error.loc, devicePrefix(error.device) + error.message);
+    diag.error(error.loc,
+               context.str() + devicePrefix(error.device) + error.message);
     // Every queue is idle: the aborted collectives may be cleared.
-    im.comms.reset();
+    im.comms->reset();
     return failure();
   }
   std::vector<RunResult> results;
@@ -236,5 +250,9 @@ void MeshExecutor::setTraceOrigin(
 }
 
 const ir::Mesh &MeshExecutor::mesh() const { return impl_->mesh; }
+
+llvm::ArrayRef<int64_t> MeshExecutor::localDevices() const {
+  return impl_->comms->localDevices();
+}
 
 } // namespace mgc::backend::cpu

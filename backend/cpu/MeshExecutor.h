@@ -1,7 +1,9 @@
-// Runs a partitioned program on N simulated devices in one process: one
-// device program per device (identical programs shared), each device with a
+// Runs a partitioned program on the devices of a mesh that this process
+// holds (all N simulated devices, or one rank's share of them): one device
+// program per device (identical programs shared), each device with a
 // compute queue and a communication queue (a thread each) and events
-// between them, and an in-process communicator for the collectives. A
+// between them, and communicators from a factory (in-process by default,
+// MPI across processes). A
 // communication op is issued on the communication queue as soon as the
 // compute queue has produced its operand; the compute queue waits for it
 // only where an op uses its result, so communication overlaps computation
@@ -30,13 +32,16 @@ struct MeshOptions {
   unsigned threadsPerDevice = 1;
   // Record a timeline of every op (see trace()).
   bool trace = false;
+  // Makes the communicators, and so chooses the devices this process runs
+  // (CommunicatorSet::localDevices); empty: the in-process communicator
+  // of every device.
+  CommunicatorFactory communicators;
 };
 
 // One op's span on one device's queue, in microseconds since the run began.
 struct TraceEvent {
   int64_t device = 0;
-  enum class Queue : uint8_t { Compute, Communication } queue =
-      Queue::Compute;
+  enum class Queue : uint8_t { Compute, Communication } queue = Queue::Compute;
   std::string name;   // op name: "matmul", "all_reduce"
   std::string detail; // for example "axis dp, 4.0 MiB" or the op's scope
   double startUs = 0, endUs = 0;
@@ -52,13 +57,15 @@ public:
          const MeshOptions &options, DiagnosticEngine &diag);
   ~MeshExecutor();
 
-  // Runs one step on every device. `arguments[k]` holds device k's local
-  // tensors (its parts of the inputs, parameters and state) by name.
-  // Returns each device's outputs and updates (local parts). An error on
-  // any device stops every device (no device waits forever for a peer) and
-  // is reported naming the device.
+  // Runs one step on every device of this process. `arguments[k]` holds
+  // the local tensors (its parts of the inputs, parameters and state) by
+  // name of device localDevices()[k]. Returns those devices' outputs and
+  // updates (local parts), in the same order. An error on any device stops
+  // every device of the process (no device waits forever for a peer) and
+  // is reported naming the device, after `context` ("step 3, ").
   FailureOr<std::vector<RunResult>>
-  run(const std::vector<NamedTensors> &arguments, DiagnosticEngine &diag);
+  run(const std::vector<NamedTensors> &arguments, DiagnosticEngine &diag,
+      llvm::StringRef context = "");
 
   // Events of the runs since the last clearTrace(), when tracing.
   const std::vector<TraceEvent> &trace() const;
@@ -69,6 +76,8 @@ public:
   void setTraceOrigin(std::chrono::steady_clock::time_point origin);
 
   const ir::Mesh &mesh() const;
+  // The devices this process runs, in increasing order.
+  llvm::ArrayRef<int64_t> localDevices() const;
 
 private:
   struct Impl;
@@ -79,7 +88,6 @@ private:
 // Writes events as a Chrome trace-event JSON file (one process per device,
 // one thread per queue), atomically; opens in Perfetto and chrome://tracing.
 LogicalResult writeChromeTrace(const std::vector<TraceEvent> &events,
-                               const std::string &path,
-                               DiagnosticEngine &diag);
+                               const std::string &path, DiagnosticEngine &diag);
 
 } // namespace mgc::backend::cpu

@@ -122,6 +122,15 @@ struct SessionOptions {
   int accumulate = 1;
   // Record a timeline of every device's queues (see writeTrace).
   bool trace = false;
+  // With a mesh, in a job launched as several processes (mpirun, srun:
+  // their variables say so, docs/processes.md): "auto" shares the mesh's
+  // devices out among the processes, which talk over MPI (every rank then
+  // calls step(), parameter(), setParameter() and the checkpoint calls
+  // together); "one": this process runs every device itself.
+  std::string processes = "auto";
+  // Seconds a collective or send/recv between processes waits for its
+  // peers before the step fails naming the ranks that never arrived.
+  double commTimeout = 300;
   // Where the step and forward programs run: "cpu"; "cuda", one CUDA device
   // (an error where there is none, or in a build without CUDA); "auto", CUDA
   // when a device is present, else the CPU. Meshes and accumulation run on
@@ -138,7 +147,7 @@ struct SessionOptions {
 };
 
 struct StepResult {
-  int64_t step = 0;   // the step just completed, counted from 1
+  int64_t step = 0; // the step just completed, counted from 1
   double loss = 0;
   // Other scalar outputs of the step, e.g. "lr" and "grad_norm".
   std::map<std::string, double> metrics;
@@ -186,9 +195,22 @@ public:
   Status writeTrace(const std::string &path) const;
 
   // safetensors checkpoints with parameters, optimizer state and metadata;
-  // written atomically (docs/checkpoints.md).
+  // written atomically (docs/checkpoints.md). With several processes every
+  // rank calls both; rank 0 writes the file (the whole tensors, joined from
+  // every rank's parts) and every rank reads it.
   Status saveCheckpoint(const std::string &path) const;
   Status loadCheckpoint(const std::string &path);
+
+  // With a mesh shared among several processes: this process's rank and
+  // the number of processes (0 and 1 otherwise).
+  int rank() const;
+  int processCount() const;
+
+  // Ends this process with `exitCode` and, when it is one of a job of
+  // several processes whose sessions talk over MPI, every other process of
+  // the job too (their steps would otherwise wait for this one until the
+  // timeout). For a rank that meets an error its peers cannot see.
+  [[noreturn]] static void abortJob(int exitCode);
 
   struct Impl;
 

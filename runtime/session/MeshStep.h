@@ -1,13 +1,10 @@
 // The training step on a device mesh: the model's step through the mesh
 // pipeline (autodiff, shard-strategy, optimizer, canonicalize, cse, dce,
 // shard, bucket), partitioned into device programs, each compiled for the CPU
-// backend; and the runner that takes whole tensors, runs every device and
-// gives whole tensors back, so a session (checkpoints, parameter access,
-// the loss) sees the same step as on one device.
+// backend. MeshRunner.h runs it.
 #pragma once
 
 #include "backend/Executable.h"
-#include "backend/cpu/MeshExecutor.h"
 #include "ir/Graph.h"
 #include "ir/Sharding.h"
 #include "passes/Accumulation.h"
@@ -15,14 +12,14 @@
 #include "support/Diagnostics.h"
 #include "support/Result.h"
 
-#include <chrono>
 #include <memory>
 #include <vector>
 
 namespace mgc::session {
 
 inline constexpr const char *kMeshTrainingPipeline =
-    "mixed-precision,autodiff,shard-strategy,optimizer,canonicalize,cse,dce,shard,bucket";
+    "mixed-precision,autodiff,shard-strategy,optimizer,canonicalize,cse,dce,"
+    "shard,bucket";
 
 struct MeshConfig {
   ir::Mesh mesh;
@@ -74,52 +71,5 @@ struct MeshStep {
 FailureOr<MeshStep> buildMeshStep(const ir::Module &model,
                                   const MeshConfig &config,
                                   DiagnosticEngine &diag);
-
-class MeshRunner {
-public:
-  static std::unique_ptr<MeshRunner>
-  create(MeshStep step, const backend::cpu::MeshOptions &options,
-         DiagnosticEngine &diag);
-
-  // One step: `arguments` are whole tensors by name (every input,
-  // parameter and state of the step); the outputs and updates returned are
-  // whole tensors (parts joined, partial sums added).
-  FailureOr<backend::cpu::RunResult>
-  run(const backend::cpu::NamedTensors &arguments, DiagnosticEngine &diag);
-
-  const MeshStep &step() const { return step_; }
-  // The timeline of every run since the runner was made (MeshOptions::trace).
-  const std::vector<backend::cpu::TraceEvent> &trace() const {
-    return trace_;
-  }
-
-private:
-  MeshRunner(MeshStep step) : step_(std::move(step)) {}
-  // Runs micro-batch `micro` of every device (`parts`: each device's
-  // arguments, kept between micro-batches), adds its partial sums into
-  // `sums` (per device, by name) and keeps its results in `pieces` (per
-  // micro-batch device).
-  LogicalResult runMicroBatch(int64_t micro,
-                              const backend::cpu::NamedTensors &arguments,
-                              std::vector<backend::cpu::NamedTensors> &parts,
-                              std::vector<backend::cpu::NamedTensors> &sums,
-                              std::vector<backend::cpu::RunResult> &pieces,
-                              DiagnosticEngine &diag);
-  FailureOr<std::vector<backend::cpu::RunResult>>
-  runExecutor(backend::cpu::MeshExecutor &executor,
-              const std::vector<backend::cpu::NamedTensors> &parts,
-              DiagnosticEngine &diag);
-
-  MeshStep step_;
-  backend::cpu::MeshOptions options_;
-  std::unique_ptr<backend::cpu::MeshExecutor> executor_;
-  // With accumulation: one executor per distinct set of micro-batch
-  // programs, and the one each micro-batch uses.
-  std::vector<std::unique_ptr<backend::cpu::MeshExecutor>> microExecutors_;
-  std::vector<size_t> microExecutorOf_;
-  std::vector<backend::cpu::TraceEvent> trace_;
-  std::chrono::steady_clock::time_point origin_;
-  bool traceStarted_ = false;
-};
 
 } // namespace mgc::session

@@ -101,8 +101,7 @@ session::runProgram(Session::Impl &impl, bool step,
     impl.deviceCurrent = impl.hostStale = true;
     // The step counter is read after every step (stepCount).
     if (impl.persistent.count(passes::kStepStateName)) {
-      auto counter =
-          impl.cudaStep->readArgument(passes::kStepStateName, diag);
+      auto counter = impl.cudaStep->readArgument(passes::kStepStateName, diag);
       if (counter.failed())
         return failure();
       result->updates.emplace(passes::kStepStateName, std::move(*counter));
@@ -119,6 +118,17 @@ session::runProgram(Session::Impl &impl, bool step,
 }
 
 LogicalResult session::syncHost(Session::Impl &impl, DiagnosticEngine &diag) {
+  if (impl.meshRunner) {
+    if (!impl.hostStale)
+      return success();
+    auto whole = impl.meshRunner->gather(diag);
+    if (whole.failed())
+      return failure();
+    for (auto &[name, t] : *whole)
+      impl.persistent.insert_or_assign(name, std::move(t));
+    impl.hostStale = false;
+    return success();
+  }
 #if MGC_HAVE_CUDA
   if (!impl.cudaStep || !impl.hostStale)
     return success();
@@ -133,11 +143,7 @@ LogicalResult session::syncHost(Session::Impl &impl, DiagnosticEngine &diag) {
   return success();
 }
 
-void session::hostChanged(Session::Impl &impl) {
-#if MGC_HAVE_CUDA
-  impl.deviceCurrent = false;
-#endif
-}
+void session::hostChanged(Session::Impl &impl) { impl.deviceCurrent = false; }
 
 int64_t session::stepCount(const Session::Impl &impl) {
   auto it = impl.persistent.find(passes::kStepStateName);
@@ -176,14 +182,17 @@ std::string listNames(const ir::Module &m, ir::ValueKind kind) {
   return names.empty() ? "none" : llvm::join(names, ", ");
 }
 
-// Arguments for running `exe`: the fed inputs and the persistent tensors.
-// Reports inputs that were never fed.
-FailureOr<backend::cpu::NamedTensors>
-gatherArguments(const ir::Module &program, const Session::Impl &impl,
-                DiagnosticEngine &diag) {
+// Arguments for running `exe`: the fed inputs and (unless `inputsOnly`) the
+// persistent tensors. Reports inputs that were never fed.
+FailureOr<backend::cpu::NamedTensors> gatherArguments(const ir::Module &program,
+                                                      const Session::Impl &impl,
+                                                      DiagnosticEngine &diag,
+                                                      bool inputsOnly = false) {
   backend::cpu::NamedTensors args;
   bool ok = true;
   for (const auto &arg : program.graph().arguments()) {
+    if (inputsOnly && arg->kind() != ir::ValueKind::Input)
+      continue;
     const auto &source =
         arg->kind() == ir::ValueKind::Input ? impl.fed : impl.persistent;
     auto it = source.find(arg->name());
@@ -254,8 +263,8 @@ Session::create(const std::string &path, const SessionOptions &options) {
     return c.status();
   if (looksLikeExecutable(path)) {
     if (!options.defines.empty() || !options.train.empty() ||
-        !options.mesh.empty() || options.zero != 0 ||
-        options.accumulate != 1 || !options.precision.empty()) {
+        !options.mesh.empty() || options.zero != 0 || options.accumulate != 1 ||
+        !options.precision.empty()) {
       diag.error("'" + path +
                  "' is a compiled executable: defines, training settings, "
                  "meshes and accumulation apply to model files (.mg) only");
@@ -289,27 +298,31 @@ Session::create(const std::string &path, const SessionOptions &options) {
     if (failed(session::applyTrainOverrides(*module, options.train, diag)) ||
         failed(session::applyPrecision(*module, options.precision, diag)))
       return c.status();
+    auto processes = session::jobProcesses(options, diag);
+    if (processes.failed())
+      return c.status();
+    impl->processes = *processes;
     if (!options.mesh.empty() || options.accumulate != 1) {
       std::string error;
-      std::optional<ir::Mesh> mesh =
-          options.mesh.empty() ? std::optional<ir::Mesh>(ir::Mesh())
-                               : ir::Mesh::parse(options.mesh, error);
+      std::optional<ir::Mesh> mesh = options.mesh.empty()
+                                         ? std::optional<ir::Mesh>(ir::Mesh())
+                                         : ir::Mesh::parse(options.mesh, error);
       if (!mesh) {
         diag.error("mesh '" + options.mesh + "': " + error);
         return c.status();
       }
-      module->attrs().set(session::kModelHashAttr,
-                          session::modelHash(*module));
-      auto meshStep =
-          session::buildMeshStep(
-          *module,
-          {*mesh, options.zero, options.bucketMiB, options.accumulate}, diag);
-      if (meshStep.failed())
+      module->attrs().set(session::kModelHashAttr, session::modelHash(*module));
+      auto meshStep = session::buildMeshStep(
+          *module, {*mesh, options.zero, options.bucketMiB, options.accumulate},
+          diag);
+      if (meshStep.failed() ||
+          failed(session::checkSamePlan(*meshStep, impl->processes,
+                                        options.seed, diag)))
         return c.status();
       backend::cpu::MeshOptions meshOptions;
       meshOptions.trace = options.trace;
-      impl->meshRunner = session::MeshRunner::create(std::move(*meshStep),
-                                                     meshOptions, diag);
+      impl->meshRunner = session::MeshRunner::create(
+          std::move(*meshStep), meshOptions, impl->processes, diag);
       if (!impl->meshRunner)
         return c.status();
     } else if (options.zero != 0) {
@@ -334,8 +347,8 @@ Session::create(const std::string &path, const SessionOptions &options) {
   backend::cuda::CudaOptions cudaOptions;
   cudaOptions.graph = options.cudaGraph;
   if (*onCuda && impl->stepExe) {
-    impl->cudaStep = backend::cuda::CudaExecutor::create(*impl->stepExe,
-                                                         cudaOptions, diag);
+    impl->cudaStep =
+        backend::cuda::CudaExecutor::create(*impl->stepExe, cudaOptions, diag);
     if (!impl->cudaStep)
       return c.status();
   }
@@ -372,6 +385,12 @@ Session::create(const std::string &path, const SessionOptions &options) {
       impl->persistent.emplace(
           arg->name(),
           runtime::Tensor::fromHost(ir::initParameter(*arg, options.seed)));
+  // The devices of a mesh hold their parts from the start.
+  if (impl->meshRunner) {
+    if (failed(impl->meshRunner->load(impl->persistent, diag)))
+      return c.status();
+    impl->deviceCurrent = true;
+  }
   return std::unique_ptr<Session>(new Session(std::move(impl)));
 }
 
@@ -394,8 +413,8 @@ static std::string checkFeed(const Session::Impl &impl,
                                 "' is a parameter, not an input "
                                 "(use setParameter)"
                           : "the model has no input '" + input + "'";
-    return "error: cannot feed '" + input + "': " + why +
-           "; its inputs are " + listNames(*impl.main, ir::ValueKind::Input);
+    return "error: cannot feed '" + input + "': " + why + "; its inputs are " +
+           listNames(*impl.main, ir::ValueKind::Input);
   }
   std::string want = v->type().str();
   std::string got = typeString(value.dtype(), value.shape());
@@ -428,16 +447,31 @@ Result<StepResult> Session::step() {
         "error: the model has no training step (it has no loss output, or "
         "the session was made from a forward-only executable); use forward()");
   DiagnosticCollector c(impl_.get());
-  auto args = gatherArguments(*impl_->main, *impl_, c.diag());
+  session::MeshRunner *mesh = impl_->meshRunner.get();
+  auto args = gatherArguments(*impl_->main, *impl_, c.diag(), mesh != nullptr);
   if (args.failed())
     return c.status();
+  if (failed(session::injectFault(*impl_, session::stepCount(*impl_) + 1,
+                                  c.diag())))
+    return c.status();
+  if (mesh && !impl_->deviceCurrent) {
+    // Changed on the host since the last step: cut the devices' parts anew.
+    if (failed(mesh->load(impl_->persistent, c.diag())))
+      return c.status();
+    impl_->deviceCurrent = true;
+  }
   bool nextStaged = false;
-  auto run = impl_->meshRunner
-                 ? impl_->meshRunner->run(*args, c.diag())
-                 : session::runProgram(*impl_, true, *args, c.diag(),
-                                       &impl_->fedNext, &nextStaged);
+  auto run =
+      mesh
+          ? mesh->run(*args, c.diag(),
+                      "step " + std::to_string(session::stepCount(*impl_) + 1) +
+                          ", ")
+          : session::runProgram(*impl_, true, *args, c.diag(), &impl_->fedNext,
+                                &nextStaged);
   if (run.failed())
     return c.status();
+  if (mesh)
+    impl_->hostStale = true;
   for (auto &[name, t] : impl_->fedNext)
     impl_->fed.insert_or_assign(name, std::move(t));
   impl_->fedNext.clear();
@@ -512,8 +546,8 @@ Status Session::writeTrace(const std::string &path) const {
     return Status::error("error: a trace is recorded only for a step on a "
                          "mesh (SessionOptions::mesh and trace)");
   DiagnosticCollector c(impl_.get());
-  if (failed(backend::cpu::writeChromeTrace(
-          impl_->meshRunner->trace(), path, c.diag())))
+  if (failed(backend::cpu::writeChromeTrace(impl_->meshRunner->trace(), path,
+                                            c.diag())))
     return c.status();
   return Status::ok();
 }

@@ -12,6 +12,9 @@ Status Session::saveCheckpoint(const std::string &path) const {
   DiagnosticCollector sync(impl_.get());
   if (failed(session::syncHost(*impl_, sync.diag())))
     return sync.status();
+  // Every rank joined the whole tensors; one writes them.
+  if (impl_->processes && impl_->processes->rank() != 0)
+    return Status::ok();
   runtime::Checkpoint c;
   c.info.step = session::stepCount(*impl_);
   c.info.optimizer = impl_->optimizer;

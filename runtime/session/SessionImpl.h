@@ -6,8 +6,9 @@
 #include "mgc/Session.h"
 
 #include "backend/Executable.h"
+#include "backend/ProcessGroup.h"
 #include "backend/cpu/CpuExecutor.h"
-#include "runtime/session/MeshStep.h"
+#include "runtime/session/MeshRunner.h"
 #if MGC_HAVE_CUDA
 #include "backend/cuda/CudaExecutor.h"
 #endif
@@ -29,14 +30,17 @@ struct Session::Impl {
   // On the CUDA backend: the executors of the step (if any) and the forward
   // program, instead of stepRunner and forwardRunner.
   std::unique_ptr<backend::cuda::CudaExecutor> cudaStep, cudaForward;
-  // The CUDA step keeps parameters and state on the device between steps.
-  // deviceCurrent: its argument buffers hold every persistent tensor (none
-  // changed on the host since); hostStale: `persistent` is older than the
-  // device (session::syncHost fetches it).
-  bool deviceCurrent = false, hostStale = false;
 #endif
   // The training step on a mesh (instead of stepExe/stepRunner).
   std::unique_ptr<session::MeshRunner> meshRunner;
+  // The job's processes when the mesh is shared among several (not owned:
+  // one per process), else null.
+  backend::ProcessGroup *processes = nullptr;
+  // The CUDA step and the mesh keep parameters and state on their devices
+  // between steps. deviceCurrent: the devices hold every persistent tensor
+  // (none changed on the host since); hostStale: `persistent` is older
+  // than the devices (session::syncHost fetches it).
+  bool deviceCurrent = false, hostStale = false;
   // The program whose arguments define the session: the step if there is
   // one, else the forward program.
   const ir::Module *main = nullptr;
@@ -62,8 +66,9 @@ const ir::Value *findArgument(const Session::Impl &impl,
                               const std::string &name, ir::ValueKind kind);
 // Steps done: the value of the optimizer's step counter (0 without one).
 int64_t stepCount(const Session::Impl &impl);
-// Brings `persistent` up to date with the device after CUDA steps (a no-op
-// otherwise); call before reading it.
+// Brings `persistent` up to date with the devices after CUDA or mesh steps
+// (a no-op otherwise); call before reading it. With several processes every
+// rank calls it.
 LogicalResult syncHost(Session::Impl &impl, DiagnosticEngine &diag);
 // Says that `persistent` was changed on the host: the next CUDA step copies
 // it to the device. Call after writing it.
@@ -78,6 +83,21 @@ runProgram(Session::Impl &impl, bool step,
            const backend::cpu::NamedTensors &arguments, DiagnosticEngine &diag,
            const backend::cpu::NamedTensors *next = nullptr,
            bool *nextStaged = nullptr);
+// The job's processes when `options` share a mesh among several (the
+// launcher's variables say so and options.processes is "auto"), else null.
+// Fails when the launch cannot run: no MPI in this build, MPI's world not
+// the launcher's, or several processes with no mesh to share.
+FailureOr<backend::ProcessGroup *> jobProcesses(const SessionOptions &options,
+                                                DiagnosticEngine &diag);
+// With several processes: every rank must have built the same plan (model,
+// -D, mesh, settings, seed); refuses, naming the first rank that differs.
+LogicalResult checkSamePlan(const MeshStep &step,
+                            backend::ProcessGroup *processes, uint64_t seed,
+                            DiagnosticEngine &diag);
+// The fault MGC_FAULT injects into this rank at step `step`, if any
+// (backend/FaultInjection.h); fails on a malformed MGC_FAULT.
+LogicalResult injectFault(const Session::Impl &impl, int64_t step,
+                          DiagnosticEngine &diag);
 } // namespace session
 
 // Collects diagnostics into a string, for a Status.

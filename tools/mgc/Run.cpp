@@ -9,6 +9,8 @@
 #include "llvm/Support/Process.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include "backend/Launch.h"
+
 #include <mgc/Session.h>
 
 #include <chrono>
@@ -22,27 +24,50 @@ namespace {
 
 volatile std::sig_atomic_t gInterrupted = 0;
 
+// The job this process is part of, from the launcher's variables: with
+// several processes, errors name the rank, and a rank that fails ends the
+// whole job (its peers would wait for it).
+backend::LaunchInfo gJob;
+
 extern "C" void onInterrupt(int) {
   gInterrupted = 1;
   // A second Ctrl-C is not caught: it ends the program at once.
   std::signal(SIGINT, SIG_DFL);
 }
 
+// Prints `text` on stderr, each line starting "[rank R] " in a job of
+// several processes.
+void printError(const std::string &text) {
+  std::string out;
+  llvm::StringRef rest(text);
+  while (!rest.empty()) {
+    auto [line, tail] = rest.split('\n');
+    if (gJob.size > 1)
+      out += "[rank " + std::to_string(gJob.rank) + "] ";
+    out += line.str() + "\n";
+    rest = tail;
+  }
+  llvm::errs() << out;
+  llvm::errs().flush();
+}
+
 int errorExit(const std::string &message, int code = kUserError) {
   // Session messages in the compiler's format already say "error:".
   if (llvm::StringRef(message).startswith("error:"))
-    llvm::errs() << "mgc run: " << message;
+    printError("mgc run: " + message);
   else if (llvm::StringRef(message).contains("error:"))
-    llvm::errs() << message;
+    printError(message);
   else
-    llvm::errs() << "mgc run: error: " << message;
-  if (message.empty() || message.back() != '\n')
-    llvm::errs() << "\n";
+    printError("mgc run: error: " + message);
+  if (gJob.size > 1) {
+    llvm::outs().flush();
+    Session::abortJob(code);
+  }
   return code;
 }
 
 int usageError(const std::string &message) {
-  llvm::errs() << "mgc run: error: " << message << "\n";
+  printError("mgc run: error: " + message);
   return kUsageError;
 }
 
@@ -109,7 +134,8 @@ const CommandSpec &runSpec() {
               "[--precision fp32|bf16]\n"
               "       [--mesh AXES | --devices N] [--zero STAGE] "
               "[--dp-weights W,...] [--bucket-mib MIB]\n"
-              "       [--accumulate K] [--trace FILE] [--check-single]\n"
+              "       [--accumulate K] [--trace FILE] [--check-single] "
+              "[--comm-timeout S]\n"
               "       [--backend cpu|cuda|auto] [--cuda-graph]";
     s.summary = "Train a model on the CPU and report the loss.";
     s.positionalName = "a model file (MODEL.mg or MODEL.mgx)";
@@ -157,19 +183,23 @@ const CommandSpec &runSpec() {
               "when stdout is not a terminal, print a line every K steps "
               "(default 10; the first and last step always)"},
              {"--threads", "N", "CPU worker threads (default: one per core)"},
-             {"--backend", "NAME",
+             {"--backend",
+              "NAME",
               "cpu (default), cuda (one CUDA device) or auto (CUDA when a "
               "device is present, else the CPU); meshes run on the CPU",
-              false, {"cpu", "cuda", "auto"}},
+              false,
+              {"cpu", "cuda", "auto"}},
              {"--cuda-graph", "",
               "with the CUDA backend: capture the step as a CUDA Graph and "
               "replay it, each next batch copied in on a side stream while "
               "a step runs"},
-             {"--precision", "P",
+             {"--precision",
+              "P",
               "fp32, or bf16: bf16 matmuls and activations, f32 weights, "
               "optimizer, norms and loss (default: train.precision, else "
               "fp32; docs/mixed-precision.md)",
-              false, {"fp32", "bf16"}},
+              false,
+              {"fp32", "bf16"}},
          })
       s.options.push_back(o);
     for (OptionSpec o : meshOptions())
@@ -179,6 +209,10 @@ const CommandSpec &runSpec() {
               "with a mesh: write a timeline of every device's compute and "
               "communication queues (Chrome trace-event JSON; open it in "
               "Perfetto or chrome://tracing)"},
+             {"--comm-timeout", "S",
+              "with a mesh on several processes (mpirun, srun): seconds a "
+              "collective waits for its peers before the job stops, naming "
+              "the ranks that never arrived (default 300)"},
              {"--check-single", "",
               "with a mesh or --accumulate: train the same model on one "
               "device without accumulation alongside, "
@@ -210,6 +244,11 @@ const CommandSpec &runSpec() {
 
 int runRun(llvm::ArrayRef<std::string> rawArgs) {
   int exitCode = kSuccess;
+  std::string launchError;
+  if (auto job = backend::detectLaunch(launchError))
+    gJob = *job;
+  if (!launchError.empty())
+    return usageError(launchError);
   auto args = parseCommandArgs(runSpec(), rawArgs, exitCode);
   if (!args)
     return exitCode;
@@ -279,6 +318,21 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
         return usageError(std::string(flag) +
                           " needs a mesh (--mesh or --devices) or "
                           "--accumulate");
+  }
+  if (gJob.size > 1)
+    for (const char *flag : {"--trace", "--check-single"})
+      if (args->has(flag))
+        return usageError(
+            std::string(flag) + " runs in one process (this is rank " +
+            std::to_string(gJob.rank) + " of " + std::to_string(gJob.size) +
+            "): check the mesh in one process, where it is "
+            "simulated exactly as its processes run it");
+  if (args->has("--comm-timeout")) {
+    if (!parseNumber(args->get("--comm-timeout"), options.commTimeout) ||
+        !(options.commTimeout > 0))
+      return usageError("--comm-timeout expects a number of seconds > 0, "
+                        "got '" +
+                        args->get("--comm-timeout") + "'");
   }
   double tolerance = -1;
   if (args->has("--check-tolerance") &&
@@ -388,31 +442,36 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
     return st ? kSuccess : errorExit(st.message());
   };
 
+  // Rank 0 speaks for the job: progress, the summary and the JSON log.
+  bool speaker = s.rank() == 0;
+  llvm::raw_ostream &out = speaker ? llvm::outs() : llvm::nulls();
   bool terminal = llvm::sys::Process::StandardOutIsDisplayed();
   std::string units = setup->tokensPerStep ? "tok" : "samples";
   int64_t perStep =
       setup->tokensPerStep ? setup->tokensPerStep : setup->samplesPerStep;
-  ProgressReporter progress(llvm::outs(), terminal, logEvery, firstStep, steps,
-                            units, perStep);
-  if (args->has("--log-json")) {
+  ProgressReporter progress(out, terminal, logEvery, firstStep, steps, units,
+                            perStep);
+  if (args->has("--log-json") && speaker) {
     std::string err = progress.openJsonLog(args->get("--log-json"));
     if (!err.empty())
       return errorExit(err);
   }
   if (firstStep >= steps) {
-    llvm::outs() << "already at step " << firstStep << " of " << steps
-                 << "; nothing to do\n";
+    out << "already at step " << firstStep << " of " << steps
+        << "; nothing to do\n";
     return kSuccess;
   }
-  llvm::outs() << "training " << modelPath << " from step " << firstStep
-               << " to " << steps << " on " << setup->description;
+  out << "training " << modelPath << " from step " << firstStep << " to "
+      << steps << " on " << setup->description;
   if (mesh->mesh)
-    llvm::outs() << ", mesh " << mesh->mesh->str() << " ("
-                 << mesh->mesh->numDevices() << " simulated devices"
-                 << (mesh->zero ? ", ZeRO " + std::to_string(mesh->zero) : "")
-                 << ")";
-  llvm::outs() << "\n";
-  llvm::outs().flush();
+    out << ", mesh " << mesh->mesh->str() << " (" << mesh->mesh->numDevices()
+        << (s.processCount() > 1
+                ? " devices on " + std::to_string(s.processCount()) +
+                      " processes"
+                : std::string(" simulated devices"))
+        << (mesh->zero ? ", ZeRO " + std::to_string(mesh->zero) : "") << ")";
+  out << "\n";
+  out.flush();
 
   gInterrupted = 0;
   struct sigaction action = {}, previous = {};
@@ -484,7 +543,7 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
   }
   progress.finish(gInterrupted ? "interrupted" : "done");
   if (check) {
-    std::string diff = check->finish(s, llvm::outs());
+    std::string diff = check->finish(s, out);
     if (!diff.empty())
       return errorExit(diff);
   }
@@ -492,13 +551,12 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
     Status st = s.writeTrace(args->get("--trace"));
     if (!st)
       return errorExit(st.message());
-    llvm::outs() << "wrote the timeline to " << args->get("--trace") << "\n";
+    out << "wrote the timeline to " << args->get("--trace") << "\n";
   }
   if (!savePath.empty()) {
     if (int rc = save())
       return rc;
-    llvm::outs() << "saved step " << s.stepCount() << " to " << savePath
-                 << "\n";
+    out << "saved step " << s.stepCount() << " to " << savePath << "\n";
   }
   return gInterrupted ? 130 : kSuccess;
 }

@@ -1,0 +1,571 @@
+#include "backend/mpi/MpiCommunicator.h"
+
+#include "backend/FaultInjection.h"
+#include "backend/ProcessGroup.h"
+#include "backend/cpu/Reductions.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <numeric>
+#include <thread>
+#include <vector>
+
+namespace mgc::backend::mpi {
+
+std::string mpiErrorText(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(code, text, &len);
+  return std::string(text, static_cast<size_t>(len));
+}
+
+namespace {
+
+// MPI counts are ints: larger messages travel as pieces of this many bytes.
+constexpr int64_t kMaxPiece = int64_t(1) << 30;
+
+int64_t offsetOf(llvm::ArrayRef<int64_t> xs, size_t j) {
+  return std::accumulate(xs.begin(), xs.begin() + j, int64_t(0));
+}
+
+std::string mib(int64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f MiB", bytes / 1048576.0);
+  return text;
+}
+
+} // namespace
+
+WaitOutcome waitRequests(std::vector<MPI_Request> &requests,
+                         std::vector<MPI_Status> &statuses,
+                         double timeoutSeconds,
+                         const std::function<bool()> &aborted,
+                         std::mutex *serialize) {
+  using Clock = std::chrono::steady_clock;
+  WaitOutcome out;
+  size_t n = requests.size();
+  statuses.resize(n);
+  auto deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double>(timeoutSeconds));
+  std::vector<int> indices(n);
+  std::vector<MPI_Status> done(n);
+  int idle = 0, sleepUs = 0;
+  auto giveUp = [&](bool timedOut) {
+    out.ok = false;
+    out.timedOut = timedOut;
+    MaybeLock lock(serialize);
+    for (size_t i = 0; i < n; ++i)
+      if (requests[i] != MPI_REQUEST_NULL) {
+        out.pending.push_back(i);
+        MPI_Cancel(&requests[i]);
+        MPI_Request_free(&requests[i]);
+      }
+    return out;
+  };
+  while (true) {
+    int count = 0, rc;
+    {
+      MaybeLock lock(serialize);
+      rc = MPI_Testsome(static_cast<int>(n), requests.data(), &count,
+                        indices.data(), done.data());
+    }
+    if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) {
+      out.mpiError = mpiErrorText(rc);
+      return giveUp(false);
+    }
+    if (count == MPI_UNDEFINED)
+      return out; // every request is done
+    for (int i = 0; i < count; ++i) {
+      statuses[indices[i]] = done[i];
+      if (rc == MPI_ERR_IN_STATUS && done[i].MPI_ERROR != MPI_SUCCESS) {
+        out.mpiError = mpiErrorText(done[i].MPI_ERROR);
+        return giveUp(false);
+      }
+    }
+    if (count > 0) {
+      idle = sleepUs = 0;
+      continue;
+    }
+    if (aborted && aborted())
+      return giveUp(false);
+    if (Clock::now() > deadline)
+      return giveUp(true);
+    // Progress happens inside MPI calls: poll often at first, then back off
+    // so that waiting ranks leave the cores to the ones still computing.
+    if (++idle < 64) {
+      std::this_thread::yield();
+    } else {
+      sleepUs = std::min(1000, std::max(16, sleepUs * 2));
+      std::this_thread::sleep_for(std::chrono::microseconds(sleepUs));
+    }
+  }
+}
+
+namespace {
+
+class MpiSet;
+
+// The messages of one call: every send and receive is posted at once, then
+// waited for together.
+struct Exchange {
+  struct Recv {
+    int64_t peer;
+    int64_t bytes;
+  };
+  std::vector<MPI_Request> requests;
+  // Per request: the peer device and, for a receive, its expected bytes
+  // (-1 for a send).
+  std::vector<Recv> what;
+};
+
+class Endpoint final : public Communicator {
+public:
+  Endpoint(MpiSet &set, int64_t device) : set_(set), device_(device) {}
+
+  const ir::Mesh &mesh() const override;
+  int64_t device() const override { return device_; }
+
+  LogicalResult allReduce(llvm::StringRef axis, const void *in, void *out,
+                          int64_t count, ir::DType dtype,
+                          std::string &error) override {
+    return reduce(axis, in, out, count, dtype, /*max=*/false, error);
+  }
+  LogicalResult allReduceMax(llvm::StringRef axis, const void *in, void *out,
+                             int64_t count, ir::DType dtype,
+                             std::string &error) override {
+    return reduce(axis, in, out, count, dtype, /*max=*/true, error);
+  }
+  LogicalResult allGather(llvm::StringRef axis, const void *in, void *out,
+                          llvm::ArrayRef<int64_t> counts, ir::DType dtype,
+                          std::string &error) override;
+  LogicalResult reduceScatter(llvm::StringRef axis, const void *in, void *out,
+                              llvm::ArrayRef<int64_t> counts, ir::DType dtype,
+                              std::string &error) override;
+  LogicalResult allToAll(llvm::StringRef axis, const void *in,
+                         llvm::ArrayRef<int64_t> sendCounts, void *out,
+                         llvm::ArrayRef<int64_t> recvCounts, ir::DType dtype,
+                         std::string &error) override;
+  LogicalResult send(int64_t peer, const void *in, int64_t count,
+                     ir::DType dtype, std::string &error) override;
+  LogicalResult recv(int64_t peer, void *out, int64_t count, ir::DType dtype,
+                     std::string &error) override;
+
+private:
+  LogicalResult reduce(llvm::StringRef axis, const void *in, void *out,
+                       int64_t count, ir::DType dtype, bool max,
+                       std::string &error);
+  // The devices of this device's group on `axis` by coordinate, and its
+  // own coordinate; false (with `error`) for an axis the mesh lacks.
+  bool groupOf(llvm::StringRef axis, const std::string &what,
+               std::vector<int64_t> &group, size_t &me, std::string &error);
+  bool checkCounts(llvm::ArrayRef<int64_t> counts, size_t n,
+                   const std::string &what, std::string &error);
+
+  void postSend(Exchange &x, int64_t peer, const void *data, int64_t bytes);
+  void postRecv(Exchange &x, int64_t peer, void *data, int64_t bytes);
+  // Waits for the exchange; `what` names the call in an error.
+  LogicalResult finish(Exchange &x, const std::string &what,
+                       std::string &error);
+
+  MpiSet &set_;
+  int64_t device_;
+};
+
+class MpiSet final : public CommunicatorSet {
+public:
+  MpiSet(ir::Mesh mesh, const MpiSettings &settings, MPI_Comm comm,
+         std::vector<int64_t> local)
+      : mesh_(std::move(mesh)), settings_(settings), comm_(comm),
+        local_(std::move(local)) {
+    perRank_ = mesh_.numDevices() / settings_.size;
+    for (int64_t d : local_)
+      endpoints_.push_back(std::make_unique<Endpoint>(*this, d));
+  }
+  ~MpiSet() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized)
+      return;
+    MaybeLock lock(settings_.serialize);
+    MPI_Comm_free(&comm_);
+  }
+
+  const ir::Mesh &mesh() const override { return mesh_; }
+  llvm::ArrayRef<int64_t> localDevices() const override { return local_; }
+  Communicator &endpoint(int64_t device) override {
+    return *endpoints_[static_cast<size_t>(device - local_.front())];
+  }
+  void abort(const std::string &reason) override {
+    std::lock_guard<std::mutex> lock(reasonMutex_);
+    if (!aborted_.load())
+      reason_ = reason;
+    aborted_.store(true);
+  }
+  void reset() override {
+    std::lock_guard<std::mutex> lock(reasonMutex_);
+    aborted_.store(false);
+    reason_.clear();
+  }
+  bool aborted() const { return aborted_.load(); }
+  std::string abortReason() {
+    std::lock_guard<std::mutex> lock(reasonMutex_);
+    return reason_;
+  }
+
+  int rankOf(int64_t device) const {
+    return static_cast<int>(device / perRank_);
+  }
+  int tag(int64_t from, int64_t to) const {
+    return static_cast<int>(from * mesh_.numDevices() + to);
+  }
+  MPI_Comm comm() const { return comm_; }
+  const MpiSettings &settings() const { return settings_; }
+
+private:
+  ir::Mesh mesh_;
+  MpiSettings settings_;
+  MPI_Comm comm_;
+  std::vector<int64_t> local_;
+  int64_t perRank_ = 1;
+  std::vector<std::unique_ptr<Endpoint>> endpoints_;
+  std::atomic<bool> aborted_{false};
+  std::mutex reasonMutex_;
+  std::string reason_;
+};
+
+const ir::Mesh &Endpoint::mesh() const { return set_.mesh(); }
+
+bool Endpoint::groupOf(llvm::StringRef axis, const std::string &what,
+                       std::vector<int64_t> &group, size_t &me,
+                       std::string &error) {
+  int a = mesh().axisIndex(axis);
+  if (a < 0) {
+    error = what + ": the mesh " + mesh().str() + " has no such axis";
+    return false;
+  }
+  group = mesh().group(device_, axis);
+  me = static_cast<size_t>(mesh().coords(device_)[a]);
+  return true;
+}
+
+bool Endpoint::checkCounts(llvm::ArrayRef<int64_t> counts, size_t n,
+                           const std::string &what, std::string &error) {
+  if (counts.size() != n) {
+    error = what + " of " + std::to_string(n) +
+            " devices: expected one count per device";
+    return false;
+  }
+  if (llvm::any_of(counts, [](int64_t x) { return x < 0; })) {
+    error = what + ": a negative count";
+    return false;
+  }
+  return true;
+}
+
+void Endpoint::postSend(Exchange &x, int64_t peer, const void *data,
+                        int64_t bytes) {
+  const auto *p = static_cast<const std::byte *>(data);
+  MaybeLock lock(set_.settings().serialize);
+  if (corruptNextMessage().exchange(false)) {
+    // An injected fault (FaultInjection.h): a message one byte off.
+    std::byte junk{0};
+    MPI_Request r;
+    MPI_Isend(bytes > 0 ? p : &junk, static_cast<int>(bytes > 0 ? 0 : 1),
+              MPI_BYTE, set_.rankOf(peer), set_.tag(device_, peer), set_.comm(),
+              &r);
+    x.requests.push_back(r);
+    x.what.push_back({peer, -1});
+    return;
+  }
+  // Even an empty message is sent, so that every receive has its match.
+  for (int64_t at = 0; at == 0 || at < bytes; at += kMaxPiece) {
+    int piece = static_cast<int>(std::min(kMaxPiece, bytes - at));
+    MPI_Request r;
+    MPI_Isend(p + at, piece, MPI_BYTE, set_.rankOf(peer),
+              set_.tag(device_, peer), set_.comm(), &r);
+    x.requests.push_back(r);
+    x.what.push_back({peer, -1});
+  }
+}
+
+void Endpoint::postRecv(Exchange &x, int64_t peer, void *data, int64_t bytes) {
+  auto *p = static_cast<std::byte *>(data);
+  MaybeLock lock(set_.settings().serialize);
+  for (int64_t at = 0; at == 0 || at < bytes; at += kMaxPiece) {
+    int piece = static_cast<int>(std::min(kMaxPiece, bytes - at));
+    MPI_Request r;
+    MPI_Irecv(p + at, piece, MPI_BYTE, set_.rankOf(peer),
+              set_.tag(peer, device_), set_.comm(), &r);
+    x.requests.push_back(r);
+    x.what.push_back({peer, piece});
+  }
+}
+
+LogicalResult Endpoint::finish(Exchange &x, const std::string &what,
+                               std::string &error) {
+  std::vector<MPI_Status> statuses;
+  const MpiSettings &s = set_.settings();
+  WaitOutcome w = waitRequests(
+      x.requests, statuses, s.timeoutSeconds, [this] { return set_.aborted(); },
+      s.serialize);
+  auto deviceStr = [&](int64_t d) {
+    return "device " + std::to_string(d) + " (rank " +
+           std::to_string(set_.rankOf(d)) + ")";
+  };
+  if (!w.ok) {
+    if (!w.mpiError.empty()) {
+      error = what + ": MPI failed: " + w.mpiError +
+              " (the devices may disagree on the call)";
+      return failure();
+    }
+    if (!w.timedOut) {
+      error = what + " was aborted: " + set_.abortReason();
+      return failure();
+    }
+    std::vector<int64_t> missing;
+    for (size_t i : w.pending)
+      if (x.what[i].bytes >= 0 && std::find(missing.begin(), missing.end(),
+                                            x.what[i].peer) == missing.end())
+        missing.push_back(x.what[i].peer);
+    std::string list;
+    for (int64_t d : missing)
+      list += (list.empty() ? "" : ", ") + deviceStr(d);
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%g", s.timeoutSeconds);
+    error = what + " timed out after " + seconds + " s (--comm-timeout): " +
+            (list.empty() ? std::string("its messages were never taken")
+                          : "nothing arrived from " + list);
+    return failure();
+  }
+  for (size_t i = 0; i < x.requests.size(); ++i) {
+    if (x.what[i].bytes < 0)
+      continue;
+    int got = 0;
+    MPI_Get_count(&statuses[i], MPI_BYTE, &got);
+    if (got != x.what[i].bytes) {
+      error = what + ": " + deviceStr(x.what[i].peer) + " sent " +
+              std::to_string(got) + " bytes where " +
+              std::to_string(x.what[i].bytes) +
+              " were expected: the devices disagree on the call";
+      return failure();
+    }
+  }
+  return success();
+}
+
+LogicalResult Endpoint::reduce(llvm::StringRef axis, const void *in, void *out,
+                               int64_t count, ir::DType dtype, bool max,
+                               std::string &error) {
+  size_t bytes = ir::dtypeBytes(dtype);
+  std::string what = std::string(max ? "allReduceMax" : "allReduce") +
+                     " on axis '" + axis.str() + "' (" +
+                     mib(count * static_cast<int64_t>(bytes)) + ")";
+  std::vector<int64_t> group;
+  size_t me = 0;
+  if (!groupOf(axis, what, group, me, error))
+    return failure();
+  if (count < 0) {
+    error = what + ": a negative count";
+    return failure();
+  }
+  size_t n = group.size();
+  const auto *src = static_cast<const std::byte *>(in);
+  auto *dst = static_cast<std::byte *>(out);
+  if (n == 1) {
+    if (src != dst && count > 0)
+      std::memmove(dst, src, count * bytes);
+    return success();
+  }
+  auto lo = [&](size_t j) {
+    return count * static_cast<int64_t>(j) / static_cast<int64_t>(n);
+  };
+  // Reduce-scatter: chunk j of everyone goes to coordinate j, which adds
+  // the parts in coordinate order.
+  int64_t mine = lo(me + 1) - lo(me);
+  std::vector<std::byte> scratch(n * mine * bytes);
+  Exchange x;
+  for (size_t j = 0; j < n; ++j)
+    if (j != me) {
+      postRecv(x, group[j], scratch.data() + j * mine * bytes, mine * bytes);
+      postSend(x, group[j], src + lo(j) * bytes, (lo(j + 1) - lo(j)) * bytes);
+    }
+  if (failed(finish(x, what, error)))
+    return failure();
+  std::vector<const std::byte *> parts;
+  for (size_t j = 0; j < n; ++j)
+    parts.push_back(j == me ? src + lo(me) * bytes
+                            : scratch.data() + j * mine * bytes);
+  if (max)
+    cpu::maxParts(dtype, parts, dst + lo(me) * bytes, mine);
+  else
+    cpu::sumParts(dtype, parts, dst + lo(me) * bytes, mine);
+  // All-gather of the reduced chunks.
+  Exchange y;
+  for (size_t j = 0; j < n; ++j)
+    if (j != me) {
+      postRecv(y, group[j], dst + lo(j) * bytes, (lo(j + 1) - lo(j)) * bytes);
+      postSend(y, group[j], dst + lo(me) * bytes, mine * bytes);
+    }
+  return finish(y, what, error);
+}
+
+LogicalResult Endpoint::allGather(llvm::StringRef axis, const void *in,
+                                  void *out, llvm::ArrayRef<int64_t> counts,
+                                  ir::DType dtype, std::string &error) {
+  size_t bytes = ir::dtypeBytes(dtype);
+  std::string what = "allGather on axis '" + axis.str() + "'";
+  std::vector<int64_t> group;
+  size_t me = 0;
+  if (!groupOf(axis, what, group, me, error) ||
+      !checkCounts(counts, group.size(), what, error))
+    return failure();
+  auto *dst = static_cast<std::byte *>(out);
+  Exchange x;
+  for (size_t j = 0; j < group.size(); ++j)
+    if (j != me) {
+      postRecv(x, group[j], dst + offsetOf(counts, j) * bytes,
+               counts[j] * bytes);
+      postSend(x, group[j], in, counts[me] * bytes);
+    }
+  if (counts[me] > 0)
+    std::memmove(dst + offsetOf(counts, me) * bytes, in, counts[me] * bytes);
+  return finish(x, what, error);
+}
+
+LogicalResult Endpoint::reduceScatter(llvm::StringRef axis, const void *in,
+                                      void *out, llvm::ArrayRef<int64_t> counts,
+                                      ir::DType dtype, std::string &error) {
+  size_t bytes = ir::dtypeBytes(dtype);
+  std::string what = "reduceScatter on axis '" + axis.str() + "'";
+  std::vector<int64_t> group;
+  size_t me = 0;
+  if (!groupOf(axis, what, group, me, error) ||
+      !checkCounts(counts, group.size(), what, error))
+    return failure();
+  size_t n = group.size();
+  const auto *src = static_cast<const std::byte *>(in);
+  int64_t mine = counts[me];
+  std::vector<std::byte> scratch(n * mine * bytes);
+  Exchange x;
+  for (size_t j = 0; j < n; ++j)
+    if (j != me) {
+      postRecv(x, group[j], scratch.data() + j * mine * bytes, mine * bytes);
+      postSend(x, group[j], src + offsetOf(counts, j) * bytes,
+               counts[j] * bytes);
+    }
+  if (failed(finish(x, what, error)))
+    return failure();
+  std::vector<const std::byte *> parts;
+  for (size_t j = 0; j < n; ++j)
+    parts.push_back(j == me ? src + offsetOf(counts, me) * bytes
+                            : scratch.data() + j * mine * bytes);
+  cpu::sumParts(dtype, parts, static_cast<std::byte *>(out), mine);
+  return success();
+}
+
+LogicalResult Endpoint::allToAll(llvm::StringRef axis, const void *in,
+                                 llvm::ArrayRef<int64_t> sendCounts, void *out,
+                                 llvm::ArrayRef<int64_t> recvCounts,
+                                 ir::DType dtype, std::string &error) {
+  size_t bytes = ir::dtypeBytes(dtype);
+  std::string what = "allToAll on axis '" + axis.str() + "'";
+  std::vector<int64_t> group;
+  size_t me = 0;
+  if (!groupOf(axis, what, group, me, error) ||
+      !checkCounts(sendCounts, group.size(), what, error) ||
+      !checkCounts(recvCounts, group.size(), what, error))
+    return failure();
+  if (sendCounts[me] != recvCounts[me]) {
+    error = what + ": this device sends itself " +
+            std::to_string(sendCounts[me]) + " elements but expects " +
+            std::to_string(recvCounts[me]);
+    return failure();
+  }
+  const auto *src = static_cast<const std::byte *>(in);
+  auto *dst = static_cast<std::byte *>(out);
+  Exchange x;
+  for (size_t j = 0; j < group.size(); ++j)
+    if (j != me) {
+      postRecv(x, group[j], dst + offsetOf(recvCounts, j) * bytes,
+               recvCounts[j] * bytes);
+      postSend(x, group[j], src + offsetOf(sendCounts, j) * bytes,
+               sendCounts[j] * bytes);
+    }
+  if (recvCounts[me] > 0)
+    std::memcpy(dst + offsetOf(recvCounts, me) * bytes,
+                src + offsetOf(sendCounts, me) * bytes, recvCounts[me] * bytes);
+  return finish(x, what, error);
+}
+
+// Why `peer` and `count` cannot make a send or recv of `device`, or "".
+std::string badPointToPoint(const ir::Mesh &mesh, int64_t device, int64_t peer,
+                            int64_t count) {
+  if (count < 0)
+    return "a negative count";
+  if (peer == device)
+    return "a device cannot send to itself";
+  if (peer < 0 || peer >= mesh.numDevices())
+    return "device " + std::to_string(peer) + " is not in the mesh " +
+           mesh.str();
+  return "";
+}
+
+LogicalResult Endpoint::send(int64_t peer, const void *in, int64_t count,
+                             ir::DType dtype, std::string &error) {
+  std::string what = "send to device " + std::to_string(peer);
+  std::string bad = badPointToPoint(mesh(), device_, peer, count);
+  if (!bad.empty()) {
+    error = what + ": " + bad;
+    return failure();
+  }
+  Exchange x;
+  postSend(x, peer, in, count * static_cast<int64_t>(ir::dtypeBytes(dtype)));
+  return finish(x, what, error);
+}
+
+LogicalResult Endpoint::recv(int64_t peer, void *out, int64_t count,
+                             ir::DType dtype, std::string &error) {
+  std::string what = "recv from device " + std::to_string(peer);
+  std::string bad = badPointToPoint(mesh(), device_, peer, count);
+  if (!bad.empty()) {
+    error = what + ": " + bad;
+    return failure();
+  }
+  Exchange x;
+  postRecv(x, peer, out, count * static_cast<int64_t>(ir::dtypeBytes(dtype)));
+  return finish(x, what, error);
+}
+
+} // namespace
+
+std::unique_ptr<CommunicatorSet> makeCommunicators(const ir::Mesh &mesh,
+                                                   const MpiSettings &settings,
+                                                   std::string &error) {
+  std::vector<int64_t> local =
+      devicesOfRank(mesh.numDevices(), settings.rank, settings.size, error);
+  if (local.empty())
+    return nullptr;
+  int64_t n = mesh.numDevices();
+  int *tagUpper = nullptr, flag = 0;
+  MaybeLock lock(settings.serialize);
+  MPI_Comm_get_attr(settings.world, MPI_TAG_UB, &tagUpper, &flag);
+  if (flag && tagUpper && n * n - 1 > *tagUpper) {
+    error = "the mesh has " + std::to_string(n) +
+            " devices, more than this MPI's message tags can tell apart (" +
+            std::to_string(*tagUpper) + ")";
+    return nullptr;
+  }
+  MPI_Comm comm;
+  int rc = MPI_Comm_dup(settings.world, &comm);
+  if (rc != MPI_SUCCESS) {
+    error = "MPI_Comm_dup failed: " + mpiErrorText(rc);
+    return nullptr;
+  }
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  return std::make_unique<MpiSet>(mesh, settings, comm, std::move(local));
+}
+
+} // namespace mgc::backend::mpi

@@ -1,0 +1,459 @@
+#include "runtime/session/MeshRunner.h"
+
+#include "passes/Optimizer.h"
+#include "runtime/ShardTensor.h"
+
+#include <cstring>
+#include <map>
+
+namespace mgc::session {
+
+using backend::cpu::NamedTensors;
+using backend::cpu::RunResult;
+
+namespace {
+
+// Whether a micro-batch program's part of a persistent tensor is the part
+// the step program holds on the same device: the same placement on every
+// axis, and not split on dp, whose size differs between the two meshes.
+bool samePart(const ir::Sharding &step, const ir::Sharding &micro,
+              const ir::Mesh &mesh) {
+  for (const ir::MeshAxis &axis : mesh.axes()) {
+    ir::Placement a = step.get(axis.name), b = micro.get(axis.name);
+    if (a != b || (axis.name == "dp" && a.isSplit()))
+      return false;
+  }
+  return true;
+}
+
+// The exchange format of tensor parts between processes: per part its
+// device, name, dtype, shape and bytes.
+void putU64(std::string &out, uint64_t v) {
+  out.append(reinterpret_cast<const char *>(&v), sizeof v);
+}
+
+std::string
+packParts(const std::map<int64_t, NamedTensors> &parts,
+          const std::function<bool(int64_t, const std::string &)> &needed) {
+  std::string out;
+  for (const auto &[device, tensors] : parts)
+    for (const auto &[name, t] : tensors) {
+      if (!needed(device, name))
+        continue;
+      putU64(out, static_cast<uint64_t>(device));
+      putU64(out, name.size());
+      out += name;
+      putU64(out, static_cast<uint64_t>(t.dtype()));
+      putU64(out, t.shape().size());
+      for (int64_t d : t.shape())
+        putU64(out, static_cast<uint64_t>(d));
+      putU64(out, t.nbytes());
+      out.append(reinterpret_cast<const char *>(t.data()), t.nbytes());
+    }
+  return out;
+}
+
+class PartReader {
+public:
+  explicit PartReader(const std::string &s) : s_(s) {}
+  bool done() const { return at_ >= s_.size(); }
+  bool ok() const { return ok_; }
+  uint64_t u64() {
+    uint64_t v = 0;
+    if (at_ + sizeof v > s_.size()) {
+      ok_ = false;
+      return 0;
+    }
+    std::memcpy(&v, s_.data() + at_, sizeof v);
+    at_ += sizeof v;
+    return v;
+  }
+  const char *bytes(uint64_t n) {
+    if (n > s_.size() - std::min(at_, s_.size())) {
+      ok_ = false;
+      return nullptr;
+    }
+    const char *p = s_.data() + at_;
+    at_ += n;
+    return p;
+  }
+
+private:
+  const std::string &s_;
+  size_t at_ = 0;
+  bool ok_ = true;
+};
+
+bool unpackParts(const std::string &bytes,
+                 std::map<int64_t, NamedTensors> &into) {
+  PartReader r(bytes);
+  while (r.ok() && !r.done()) {
+    int64_t device = static_cast<int64_t>(r.u64());
+    uint64_t len = r.u64();
+    const char *name = r.bytes(len);
+    auto dtype = static_cast<ir::DType>(r.u64());
+    uint64_t rank = r.u64();
+    if (!r.ok() || rank > 64)
+      return false;
+    std::vector<int64_t> shape;
+    for (uint64_t i = 0; i < rank; ++i)
+      shape.push_back(static_cast<int64_t>(r.u64()));
+    uint64_t n = r.u64();
+    const char *data = r.bytes(n);
+    if (!r.ok())
+      return false;
+    runtime::Tensor t(ir::TensorType(dtype, shape));
+    if (t.nbytes() != n)
+      return false;
+    if (n > 0)
+      std::memcpy(t.data(), data, n);
+    into[device].insert_or_assign(std::string(name, len), std::move(t));
+  }
+  return r.ok();
+}
+
+} // namespace
+
+std::unique_ptr<MeshRunner>
+MeshRunner::create(MeshStep step, const backend::cpu::MeshOptions &options,
+                   backend::ProcessGroup *processes, DiagnosticEngine &diag) {
+  std::unique_ptr<MeshRunner> r(new MeshRunner(std::move(step)));
+  const MeshStep &s = r->step_;
+  r->options_ = options;
+  r->processes_ = processes;
+  if (processes && processes->size() > 1)
+    r->options_.communicators = processes->communicators();
+  r->executor_ = backend::cpu::MeshExecutor::create(s.mesh, s.step.perDevice(),
+                                                    r->options_, diag);
+  if (!r->executor_)
+    return nullptr;
+  r->local_.assign(r->executor_->localDevices().begin(),
+                   r->executor_->localDevices().end());
+  r->resident_.resize(r->local_.size());
+  if (s.accumulate <= 1)
+    return r;
+  // Micro-batches whose devices run the same programs share an executor.
+  std::map<std::vector<size_t>, size_t> byPrograms;
+  int64_t n = s.mesh.numDevices();
+  for (int64_t i = 0; i < s.accumulate; ++i) {
+    std::vector<size_t> programs;
+    std::vector<const backend::Executable *> exes;
+    for (int64_t d = 0; d < n; ++d) {
+      int64_t v = passes::microBatchDevice(s.mesh, s.accumulate, d, i);
+      size_t p = s.micro.programs.programOf[v];
+      programs.push_back(p);
+      exes.push_back(s.micro.executables[p].get());
+      // A micro-batch reads the parameters the device holds for the step.
+      const ir::Graph &stepGraph = s.step.programs.programFor(d).graph();
+      for (const auto &arg :
+           s.micro.programs.programFor(v).graph().arguments()) {
+        if (!arg->isPersistent())
+          continue;
+        const ir::Value *held = stepGraph.findArgument(arg->name());
+        if (!held || !samePart(held->sharding(), arg->sharding(), s.mesh)) {
+          diag.error("gradient accumulation: device " + std::to_string(d) +
+                     " holds '" + arg->name() + "' as " +
+                     (held ? held->sharding().str() : "nothing") +
+                     " but its micro-batch " + std::to_string(i) +
+                     " needs it as " + arg->sharding().str());
+          return nullptr;
+        }
+      }
+    }
+    auto [it, inserted] =
+        byPrograms.try_emplace(programs, r->microExecutors_.size());
+    if (inserted) {
+      auto e =
+          backend::cpu::MeshExecutor::create(s.mesh, exes, r->options_, diag);
+      if (!e)
+        return nullptr;
+      r->microExecutors_.push_back(std::move(e));
+    }
+    r->microExecutorOf_.push_back(it->second);
+  }
+  return r;
+}
+
+LogicalResult MeshRunner::load(const NamedTensors &whole,
+                               DiagnosticEngine &diag) {
+  const MeshStep &s = step_;
+  for (size_t k = 0; k < local_.size(); ++k) {
+    int64_t d = local_[k];
+    for (const auto &arg : s.step.programs.programFor(d).graph().arguments()) {
+      if (!arg->isPersistent())
+        continue;
+      auto it = whole.find(arg->name());
+      if (it == whole.end()) {
+        diag.error("tensor '" + arg->name() + "' is missing");
+        return failure();
+      }
+      resident_[k].insert_or_assign(
+          arg->name(),
+          runtime::shardTensor(it->second, arg->sharding(), s.mesh, d));
+    }
+  }
+  return success();
+}
+
+LogicalResult
+MeshRunner::cutInputs(const MeshPart &part,
+                      const std::function<int64_t(int64_t)> &deviceOf,
+                      const NamedTensors &inputs,
+                      std::vector<NamedTensors> &into, DiagnosticEngine &diag) {
+  for (size_t k = 0; k < local_.size(); ++k) {
+    int64_t v = deviceOf(local_[k]);
+    for (const auto &arg : part.programs.programFor(v).graph().arguments()) {
+      if (arg->kind() != ir::ValueKind::Input ||
+          llvm::StringRef(arg->name()).startswith(passes::kMicroSumPrefix))
+        continue;
+      auto it = inputs.find(arg->name());
+      if (it == inputs.end()) {
+        diag.error("input '" + arg->name() + "' is missing");
+        return failure();
+      }
+      into[k].insert_or_assign(arg->name(),
+                               runtime::shardTensor(it->second, arg->sharding(),
+                                                    part.programs.mesh, v));
+    }
+  }
+  return success();
+}
+
+// Moves the resident parts a program takes into its arguments and back,
+// so that no step copies the parameters.
+void MeshRunner::addResident(const MeshPart &part,
+                             const std::function<int64_t(int64_t)> &deviceOf,
+                             std::vector<NamedTensors> &into) {
+  for (size_t k = 0; k < local_.size(); ++k) {
+    int64_t v = deviceOf(local_[k]);
+    for (const auto &arg : part.programs.programFor(v).graph().arguments())
+      if (arg->isPersistent()) {
+        auto it = resident_[k].find(arg->name());
+        if (it != resident_[k].end())
+          into[k].insert_or_assign(arg->name(), std::move(it->second));
+      }
+  }
+}
+
+namespace {
+
+// Moves the persistent arguments back to where addResident took them.
+void returnResident(std::vector<NamedTensors> &from,
+                    std::vector<NamedTensors> &resident) {
+  for (size_t k = 0; k < from.size(); ++k)
+    for (auto &[name, t] : resident[k]) {
+      auto it = from[k].find(name);
+      if (it != from[k].end())
+        t = std::move(it->second);
+    }
+}
+
+} // namespace
+
+FailureOr<std::vector<RunResult>>
+MeshRunner::runExecutor(backend::cpu::MeshExecutor &executor,
+                        const std::vector<NamedTensors> &parts,
+                        DiagnosticEngine &diag, llvm::StringRef context) {
+  auto ran = executor.run(parts, diag, context);
+  if (options_.trace) {
+    trace_.insert(trace_.end(), executor.trace().begin(),
+                  executor.trace().end());
+    executor.clearTrace();
+    executor.setTraceOrigin(origin_);
+  }
+  return ran;
+}
+
+LogicalResult MeshRunner::exchange(
+    std::map<int64_t, NamedTensors> &pieces,
+    const std::function<bool(int64_t, const std::string &)> &needed,
+    llvm::StringRef what, DiagnosticEngine &diag) {
+  if (!processes_ || processes_->size() <= 1)
+    return success();
+  std::vector<std::string> all;
+  std::string error;
+  if (failed(processes_->allGather(packParts(pieces, needed), all, error))) {
+    diag.error(what.str() + ": " + error);
+    return failure();
+  }
+  for (size_t r = 0; r < all.size(); ++r)
+    if (static_cast<int>(r) != processes_->rank() &&
+        !unpackParts(all[r], pieces)) {
+      diag.error(what.str() + ": rank " + std::to_string(r) +
+                 " sent a malformed message");
+      return failure();
+    }
+  return success();
+}
+
+namespace {
+
+// The whole tensor `name` (of `type`, placed `sharding` on `mesh`) from
+// the parts in `pieces`, moved out of them; the parts unshardTensor does
+// not read may be missing.
+LogicalResult joinWhole(const std::string &name, const ir::Sharding &sharding,
+                        const ir::TensorType &type, const ir::Mesh &mesh,
+                        std::map<int64_t, NamedTensors> &pieces,
+                        NamedTensors &out, DiagnosticEngine &diag) {
+  std::vector<runtime::Tensor> parts(mesh.numDevices());
+  for (int64_t d = 0; d < mesh.numDevices(); ++d) {
+    if (!runtime::partIsRead(sharding, mesh, d))
+      continue;
+    auto it = pieces[d].find(name);
+    if (it == pieces[d].end()) {
+      diag.error("device " + std::to_string(d) + " has no part of '" + name +
+                 "'");
+      return failure();
+    }
+    parts[d] = std::move(it->second);
+  }
+  runtime::Tensor whole;
+  std::string error;
+  if (!runtime::unshardTensor(parts, sharding, mesh, type, whole, error)) {
+    diag.error("joining '" + name + "': " + error);
+    return failure();
+  }
+  out.insert_or_assign(name, std::move(whole));
+  return success();
+}
+
+} // namespace
+
+LogicalResult MeshRunner::joinOutputs(const ir::Module &logical,
+                                      const passes::DevicePrograms &programs,
+                                      std::map<int64_t, NamedTensors> &pieces,
+                                      NamedTensors &out,
+                                      DiagnosticEngine &diag) {
+  // Placements from device 0's program (every program places the same
+  // values the same way), logical types from the logical module.
+  const ir::Graph &placed = programs.programFor(0).graph();
+  const ir::Graph &g = logical.graph();
+  std::map<std::string, const ir::Sharding *> shardingOf;
+  for (size_t i = 0; i < g.outputs().size(); ++i)
+    shardingOf[g.outputs()[i].name] = &placed.outputs()[i].value->sharding();
+  auto needed = [&](int64_t d, const std::string &name) {
+    if (llvm::StringRef(name).startswith(passes::kMicroSumPrefix))
+      return false;
+    auto it = shardingOf.find(name);
+    return it != shardingOf.end() &&
+           runtime::partIsRead(*it->second, programs.mesh, d);
+  };
+  if (failed(exchange(pieces, needed, "joining the step's outputs", diag)))
+    return failure();
+  for (const ir::Output &o : g.outputs())
+    if (!llvm::StringRef(o.name).startswith(passes::kMicroSumPrefix) &&
+        failed(joinWhole(o.name, *shardingOf[o.name], o.value->type(),
+                         programs.mesh, pieces, out, diag)))
+      return failure();
+  return success();
+}
+
+FailureOr<RunResult> MeshRunner::run(const NamedTensors &inputs,
+                                     DiagnosticEngine &diag,
+                                     llvm::StringRef context) {
+  const MeshStep &s = step_;
+  size_t n = local_.size();
+  if (options_.trace && !traceStarted_) {
+    // One timeline for every executor, from the first step.
+    origin_ = std::chrono::steady_clock::now();
+    executor_->setTraceOrigin(origin_);
+    for (auto &e : microExecutors_)
+      e->setTraceOrigin(origin_);
+    traceStarted_ = true;
+  }
+  RunResult out;
+  std::vector<NamedTensors> parts(n);
+  auto same = [](int64_t d) { return d; };
+  if (s.accumulate > 1) {
+    // pieces: the outputs of every micro-batch device this process ran.
+    std::map<int64_t, NamedTensors> pieces;
+    for (int64_t i = 0; i < s.accumulate; ++i) {
+      auto microOf = [&](int64_t d) {
+        return passes::microBatchDevice(s.mesh, s.accumulate, d, i);
+      };
+      std::vector<NamedTensors> args(n);
+      if (failed(cutInputs(s.micro, microOf, inputs, args, diag)))
+        return failure();
+      addResident(s.micro, microOf, args);
+      std::string where = context.str() + "micro-batch " +
+                          std::to_string(i + 1) + " of " +
+                          std::to_string(s.accumulate) + ", ";
+      auto ran =
+          runExecutor(*microExecutors_[microExecutorOf_[i]], args, diag, where);
+      returnResident(args, resident_);
+      if (ran.failed())
+        return failure();
+      for (size_t k = 0; k < n; ++k) {
+        RunResult &r = (*ran)[k];
+        for (auto &[name, tensor] : r.outputs) {
+          if (!llvm::StringRef(name).startswith(passes::kMicroSumPrefix))
+            continue;
+          auto it = parts[k].find(name);
+          if (it == parts[k].end())
+            parts[k].emplace(name, std::move(tensor));
+          else
+            it->second = runtime::sumTensors({it->second, tensor});
+        }
+        pieces[microOf(local_[k])] = std::move(r.outputs);
+      }
+    }
+    if (failed(joinOutputs(s.logicalOf(s.micro), s.micro.programs, pieces,
+                           out.outputs, diag)))
+      return failure();
+  }
+  if (failed(cutInputs(s.step, same, inputs, parts, diag)))
+    return failure();
+  addResident(s.step, same, parts);
+  auto ran = runExecutor(*executor_, parts, diag, context);
+  returnResident(parts, resident_);
+  if (ran.failed())
+    return failure();
+  std::map<int64_t, NamedTensors> pieces;
+  for (size_t k = 0; k < n; ++k) {
+    for (auto &[name, t] : (*ran)[k].updates)
+      resident_[k].insert_or_assign(name, std::move(t));
+    pieces[local_[k]] = std::move((*ran)[k].outputs);
+  }
+  if (failed(joinOutputs(s.logicalOf(s.step), s.step.programs, pieces,
+                         out.outputs, diag)))
+    return failure();
+  // The step counter is read after every step; it is the same on every
+  // device.
+  auto counter = resident_.front().find(passes::kStepStateName);
+  if (counter != resident_.front().end())
+    out.updates.emplace(passes::kStepStateName, counter->second);
+  return out;
+}
+
+FailureOr<NamedTensors> MeshRunner::gather(DiagnosticEngine &diag) {
+  const MeshStep &s = step_;
+  // Placements from device 0's program, logical types from the step.
+  const ir::Graph &placed = s.step.programs.programFor(0).graph();
+  std::map<int64_t, NamedTensors> pieces;
+  for (size_t k = 0; k < local_.size(); ++k)
+    for (const auto &[name, t] : resident_[k]) {
+      const ir::Value *held = placed.findArgument(name);
+      if (held && runtime::partIsRead(held->sharding(), s.mesh, local_[k]))
+        pieces[local_[k]].emplace(name, t);
+    }
+  if (failed(exchange(
+          pieces, [](int64_t, const std::string &) { return true; },
+          "gathering the parameters", diag)))
+    return failure();
+  NamedTensors out;
+  for (const auto &arg : s.logicalOf(s.step).graph().arguments()) {
+    if (!arg->isPersistent())
+      continue;
+    const ir::Value *held = placed.findArgument(arg->name());
+    if (!held) {
+      diag.error("device 0 holds no '" + arg->name() + "'");
+      return failure();
+    }
+    if (failed(joinWhole(arg->name(), held->sharding(), arg->type(), s.mesh,
+                         pieces, out, diag)))
+      return failure();
+  }
+  return out;
+}
+
+} // namespace mgc::session

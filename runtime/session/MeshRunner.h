@@ -1,0 +1,107 @@
+// Runs a MeshStep on the devices of this process: every simulated device of
+// the mesh, or one rank's share of them when the job is several processes
+// (backend/ProcessGroup.h). Each device keeps its own parts of the
+// parameters and optimizer state between steps; a step cuts each device's
+// part of the whole inputs, and the outputs come back whole. Whole
+// parameters and state are assembled only when asked for (gather), from
+// the parts of every device, across processes when they are spread.
+#pragma once
+
+#include "backend/ProcessGroup.h"
+#include "backend/cpu/MeshExecutor.h"
+#include "runtime/session/MeshStep.h"
+#include "support/Diagnostics.h"
+#include "support/Result.h"
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mgc::session {
+
+class MeshRunner {
+public:
+  // `processes`: the job's processes, or null when this process runs every
+  // device. Reports and returns null when a program cannot run, or the
+  // processes cannot share the mesh.
+  static std::unique_ptr<MeshRunner>
+  create(MeshStep step, const backend::cpu::MeshOptions &options,
+         backend::ProcessGroup *processes, DiagnosticEngine &diag);
+
+  // Cuts each device's parts of the parameters and state from whole
+  // tensors (every persistent argument of the step, by name); every rank
+  // passes the same.
+  LogicalResult load(const backend::cpu::NamedTensors &whole,
+                     DiagnosticEngine &diag);
+
+  // One step on the loaded parameters and state: `inputs` are whole
+  // tensors by name. Returns the whole outputs; of the updates only the
+  // optimizer's step counter (the others stay on the devices). Every rank
+  // calls it. A device's error starts with `context` ("step 3, ").
+  FailureOr<backend::cpu::RunResult>
+  run(const backend::cpu::NamedTensors &inputs, DiagnosticEngine &diag,
+      llvm::StringRef context = "");
+
+  // The whole parameters and state, joined from every device's parts.
+  // Every rank calls it.
+  FailureOr<backend::cpu::NamedTensors> gather(DiagnosticEngine &diag);
+
+  const MeshStep &step() const { return step_; }
+  // The devices of step().mesh this process runs.
+  llvm::ArrayRef<int64_t> localDevices() const { return local_; }
+  // The timeline of every run since the runner was made (MeshOptions::trace).
+  const std::vector<backend::cpu::TraceEvent> &trace() const { return trace_; }
+
+private:
+  MeshRunner(MeshStep step) : step_(std::move(step)) {}
+
+  // Each local device's parts of the inputs `program` (of `part`) takes, on
+  // the device of `part`'s mesh given by deviceOf(d), added to `into`.
+  LogicalResult cutInputs(const MeshPart &part,
+                          const std::function<int64_t(int64_t)> &deviceOf,
+                          const backend::cpu::NamedTensors &inputs,
+                          std::vector<backend::cpu::NamedTensors> &into,
+                          DiagnosticEngine &diag);
+  // Adds the resident parts `program` (of `part`) takes to `into[k]`.
+  void addResident(const MeshPart &part,
+                   const std::function<int64_t(int64_t)> &deviceOf,
+                   std::vector<backend::cpu::NamedTensors> &into);
+  // The whole outputs of `logical` from `pieces` (by device of `programs`'
+  // mesh; only this process's devices present).
+  LogicalResult
+  joinOutputs(const ir::Module &logical, const passes::DevicePrograms &programs,
+              std::map<int64_t, backend::cpu::NamedTensors> &pieces,
+              backend::cpu::NamedTensors &out, DiagnosticEngine &diag);
+  // Adds to `pieces` the parts other processes hold for which
+  // needed(device, name) is true (nothing when one process runs every
+  // device); every rank calls it. `what` starts an error.
+  LogicalResult
+  exchange(std::map<int64_t, backend::cpu::NamedTensors> &pieces,
+           const std::function<bool(int64_t, const std::string &)> &needed,
+           llvm::StringRef what, DiagnosticEngine &diag);
+  FailureOr<std::vector<backend::cpu::RunResult>>
+  runExecutor(backend::cpu::MeshExecutor &executor,
+              const std::vector<backend::cpu::NamedTensors> &parts,
+              DiagnosticEngine &diag, llvm::StringRef context);
+
+  MeshStep step_;
+  backend::cpu::MeshOptions options_;
+  backend::ProcessGroup *processes_ = nullptr;
+  std::vector<int64_t> local_;
+  // Per local device (same index as local_): its parts of the parameters
+  // and state, by name.
+  std::vector<backend::cpu::NamedTensors> resident_;
+  std::unique_ptr<backend::cpu::MeshExecutor> executor_;
+  // With accumulation: one executor per distinct set of micro-batch
+  // programs, and the one each micro-batch uses.
+  std::vector<std::unique_ptr<backend::cpu::MeshExecutor>> microExecutors_;
+  std::vector<size_t> microExecutorOf_;
+  std::vector<backend::cpu::TraceEvent> trace_;
+  std::chrono::steady_clock::time_point origin_;
+  bool traceStarted_ = false;
+};
+
+} // namespace mgc::session

@@ -1,0 +1,154 @@
+// Sessions in a job of several processes: which process group a session
+// joins (SessionOptions::processes and the launcher's variables), and the
+// start-up check that every rank compiled the same plan.
+#include "runtime/session/SessionImpl.h"
+
+#include "backend/FaultInjection.h"
+#include "backend/Launch.h"
+#include "ir/Printer.h"
+#include "runtime/Checkpoint.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+#include <unistd.h>
+#if MGC_HAVE_MPI
+#include "backend/mpi/MpiWorld.h"
+#endif
+
+namespace mgc::session {
+
+FailureOr<backend::ProcessGroup *> jobProcesses(const SessionOptions &options,
+                                                DiagnosticEngine &diag) {
+  if (options.processes == "one")
+    return static_cast<backend::ProcessGroup *>(nullptr);
+  if (options.processes != "auto") {
+    diag.error("unknown processes '" + options.processes +
+               "': expected auto or one");
+    return failure();
+  }
+  if (!(options.commTimeout > 0)) {
+    diag.error("the communication timeout must be a number of seconds > 0, "
+               "got " +
+               std::to_string(options.commTimeout));
+    return failure();
+  }
+  std::string error;
+  std::optional<backend::LaunchInfo> launch = backend::detectLaunch(error);
+  if (!error.empty()) {
+    diag.error(error);
+    return failure();
+  }
+  if (!launch || launch->size <= 1)
+    return static_cast<backend::ProcessGroup *>(nullptr);
+  std::string job = "this process is rank " + std::to_string(launch->rank) +
+                    " of " + std::to_string(launch->size) + " (" +
+                    launch->launcher + ")";
+  if (options.mesh.empty()) {
+    diag.error(job + " but no mesh was given: give a mesh (--mesh, "
+                     "--devices) whose device count the process count "
+                     "equals or divides, or launch one process");
+    return failure();
+  }
+  if (!launch->mpi) {
+    diag.error(job + ": mgc's processes talk over MPI; launch them with "
+                     "mpirun or srun");
+    return failure();
+  }
+#if MGC_HAVE_MPI
+  backend::ProcessGroup *world = backend::mpi::world(error);
+  if (!world) {
+    diag.error(job + ": " + error);
+    return failure();
+  }
+  if (world->size() != launch->size || world->rank() != launch->rank) {
+    diag.error(job + " but MPI sees rank " + std::to_string(world->rank()) +
+               " of " + std::to_string(world->size()) +
+               ": the launcher and this mgc's MPI disagree (launch with the "
+               "mpirun of the MPI mgc was built with)");
+    return failure();
+  }
+  backend::mpi::setCommTimeout(options.commTimeout);
+  return world;
+#else
+  diag.error(job + " but this build of mgc has no MPI (install "
+                   "libopenmpi-dev and configure again)");
+  return failure();
+#endif
+}
+
+LogicalResult checkSamePlan(const MeshStep &s, backend::ProcessGroup *processes,
+                            uint64_t seed, DiagnosticEngine &diag) {
+  if (!processes || processes->size() <= 1)
+    return success();
+  std::string plan = ir::printModuleToString(*s.sharded) +
+                     "\naccumulate=" + std::to_string(s.accumulate) +
+                     "\nseed=" + std::to_string(seed);
+  std::string hash = runtime::hashModelSource(plan);
+  std::vector<std::string> all;
+  std::string error;
+  if (failed(processes->allGather(hash, all, error))) {
+    diag.error("comparing the ranks' plans: " + error);
+    return failure();
+  }
+  for (size_t r = 0; r < all.size(); ++r)
+    if (all[r] != all[0]) {
+      diag.error("rank " + std::to_string(r) +
+                 " compiled another plan than "
+                 "rank 0 (plan hash " +
+                 all[r].substr(0, 12) + "... against " + all[0].substr(0, 12) +
+                 "...): every rank must be given the same model file, -D, "
+                 "mesh, flags and seed");
+      return failure();
+    }
+  return success();
+}
+
+LogicalResult injectFault(const Session::Impl &impl, int64_t step,
+                          DiagnosticEngine &diag) {
+  if (!impl.processes)
+    return success();
+  std::string error;
+  static const std::optional<backend::Fault> fault =
+      backend::faultFromEnvironment(error);
+  if (!error.empty()) {
+    diag.error(error);
+    return failure();
+  }
+  if (!fault || fault->rank != impl.processes->rank() || fault->step != step)
+    return success();
+  switch (fault->kind) {
+  case backend::Fault::Kind::Hang:
+    while (true)
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+  case backend::Fault::Kind::Exit:
+    _exit(3);
+  case backend::Fault::Kind::Corrupt:
+    backend::corruptNextMessage().store(true);
+    break;
+  }
+  return success();
+}
+
+} // namespace mgc::session
+
+namespace mgc {
+
+int Session::rank() const {
+  return impl_->processes ? impl_->processes->rank() : 0;
+}
+
+int Session::processCount() const {
+  return impl_->processes ? impl_->processes->size() : 1;
+}
+
+void Session::abortJob(int exitCode) {
+#if MGC_HAVE_MPI
+  if (backend::ProcessGroup *world = backend::mpi::existingWorld())
+    if (world->size() > 1)
+      world->abortJob(exitCode);
+#endif
+  std::exit(exitCode);
+}
+
+} // namespace mgc
