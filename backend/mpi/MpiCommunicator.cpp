@@ -30,9 +30,14 @@ int64_t offsetOf(llvm::ArrayRef<int64_t> xs, size_t j) {
   return std::accumulate(xs.begin(), xs.begin() + j, int64_t(0));
 }
 
-std::string mib(int64_t bytes) {
+std::string sizeStr(int64_t bytes) {
   char text[32];
-  std::snprintf(text, sizeof text, "%.2f MiB", bytes / 1048576.0);
+  if (bytes < 1024)
+    std::snprintf(text, sizeof text, "%lld B", static_cast<long long>(bytes));
+  else if (bytes < 1048576)
+    std::snprintf(text, sizeof text, "%.1f KiB", bytes / 1024.0);
+  else
+    std::snprintf(text, sizeof text, "%.1f MiB", bytes / 1048576.0);
   return text;
 }
 
@@ -56,13 +61,12 @@ WaitOutcome waitRequests(std::vector<MPI_Request> &requests,
   auto giveUp = [&](bool timedOut) {
     out.ok = false;
     out.timedOut = timedOut;
-    MaybeLock lock(serialize);
+    // The requests are left as they are: the job ends after a failed call
+    // (Open MPI cannot cancel or free them reliably from several threads),
+    // and the caller keeps their buffers alive (Exchange::abandon).
     for (size_t i = 0; i < n; ++i)
-      if (requests[i] != MPI_REQUEST_NULL) {
+      if (requests[i] != MPI_REQUEST_NULL)
         out.pending.push_back(i);
-        MPI_Cancel(&requests[i]);
-        MPI_Request_free(&requests[i]);
-      }
     return out;
   };
   while (true) {
@@ -119,6 +123,13 @@ struct Exchange {
   // Per request: the peer device and, for a receive, its expected bytes
   // (-1 for a send).
   std::vector<Recv> what;
+  // Where the call receives the parts it reduces.
+  std::vector<std::byte> scratch;
+
+  // After a failed wait the requests may still write into `scratch`: it is
+  // handed over to live until the process ends (which it does soon: a
+  // failed call ends the job).
+  void abandon() { new std::vector<std::byte>(std::move(scratch)); }
 };
 
 class Endpoint final : public Communicator {
@@ -316,6 +327,7 @@ LogicalResult Endpoint::finish(Exchange &x, const std::string &what,
            std::to_string(set_.rankOf(d)) + ")";
   };
   if (!w.ok) {
+    x.abandon();
     if (!w.mpiError.empty()) {
       error = what + ": MPI failed: " + w.mpiError +
               " (the devices may disagree on the call)";
@@ -362,7 +374,7 @@ LogicalResult Endpoint::reduce(llvm::StringRef axis, const void *in, void *out,
   size_t bytes = ir::dtypeBytes(dtype);
   std::string what = std::string(max ? "allReduceMax" : "allReduce") +
                      " on axis '" + axis.str() + "' (" +
-                     mib(count * static_cast<int64_t>(bytes)) + ")";
+                     sizeStr(count * static_cast<int64_t>(bytes)) + ")";
   std::vector<int64_t> group;
   size_t me = 0;
   if (!groupOf(axis, what, group, me, error))
@@ -385,8 +397,9 @@ LogicalResult Endpoint::reduce(llvm::StringRef axis, const void *in, void *out,
   // Reduce-scatter: chunk j of everyone goes to coordinate j, which adds
   // the parts in coordinate order.
   int64_t mine = lo(me + 1) - lo(me);
-  std::vector<std::byte> scratch(n * mine * bytes);
   Exchange x;
+  std::vector<std::byte> &scratch = x.scratch;
+  scratch.resize(n * mine * bytes);
   for (size_t j = 0; j < n; ++j)
     if (j != me) {
       postRecv(x, group[j], scratch.data() + j * mine * bytes, mine * bytes);
@@ -448,8 +461,9 @@ LogicalResult Endpoint::reduceScatter(llvm::StringRef axis, const void *in,
   size_t n = group.size();
   const auto *src = static_cast<const std::byte *>(in);
   int64_t mine = counts[me];
-  std::vector<std::byte> scratch(n * mine * bytes);
   Exchange x;
+  std::vector<std::byte> &scratch = x.scratch;
+  scratch.resize(n * mine * bytes);
   for (size_t j = 0; j < n; ++j)
     if (j != me) {
       postRecv(x, group[j], scratch.data() + j * mine * bytes, mine * bytes);

@@ -64,58 +64,80 @@ private:
 LogicalResult World::allGather(const std::string &mine,
                                std::vector<std::string> &all,
                                std::string &error) {
-  if (mine.size() > static_cast<size_t>(INT_MAX)) {
-    error = "a message of " + std::to_string(mine.size()) +
-            " bytes is too large to exchange (at most 2 GiB per rank)";
-    return failure();
-  }
-  auto wait = [&](MPI_Request r, const char *what) {
-    std::vector<MPI_Request> requests{r};
+  // Point-to-point rather than MPI_Allgatherv, so that a rank that never
+  // arrives can be named: first every rank's size, then its bytes.
+  all.assign(size_, std::string());
+  all[rank_] = mine;
+  std::vector<uint64_t> sizes(size_, 0);
+  uint64_t mySize = mine.size();
+  auto exchange = [&](const char *what, int tag, auto post) {
+    std::vector<MPI_Request> requests;
+    std::vector<int> from;
+    {
+      MaybeLock lock(serializer());
+      for (int r = 0; r < size_; ++r)
+        if (r != rank_)
+          post(r, tag, requests, from);
+    }
     std::vector<MPI_Status> statuses;
     WaitOutcome w =
         waitRequests(requests, statuses, timeout_, nullptr, serializer());
     if (w.ok)
       return success();
+    std::string missing;
+    for (size_t i : w.pending)
+      if (from[i] >= 0 &&
+          missing.find("rank " + std::to_string(from[i])) == std::string::npos)
+        missing +=
+            (missing.empty() ? "rank " : ", rank ") + std::to_string(from[i]);
     char seconds[32];
     std::snprintf(seconds, sizeof seconds, "%g", timeout_);
-    error = std::string(what) +
-            (w.timedOut ? " between the ranks timed out after " +
-                              std::string(seconds) + " s (--comm-timeout)"
-                        : " between the ranks failed: " + w.mpiError);
+    error =
+        std::string(what) + " between the ranks " +
+        (w.timedOut
+             ? "timed out after " + std::string(seconds) +
+                   " s (--comm-timeout)" +
+                   (missing.empty() ? "" : ": nothing arrived from " + missing)
+             : "failed: " + w.mpiError);
     return failure();
   };
-  int size = static_cast<int>(mine.size());
-  std::vector<int> sizes(size_);
-  MPI_Request r;
-  {
-    MaybeLock lock(serializer());
-    MPI_Iallgather(&size, 1, MPI_INT, sizes.data(), 1, MPI_INT, host_, &r);
-  }
-  if (failed(wait(r, "an exchange of sizes")))
+  // Sends are entered with from = -1, receives with their source rank.
+  if (failed(exchange("an exchange of sizes", 1,
+                      [&](int r, int tag, std::vector<MPI_Request> &reqs,
+                          std::vector<int> &from) {
+                        MPI_Request q;
+                        MPI_Irecv(&sizes[r], 1, MPI_UINT64_T, r, tag, host_,
+                                  &q);
+                        reqs.push_back(q);
+                        from.push_back(r);
+                        MPI_Isend(&mySize, 1, MPI_UINT64_T, r, tag, host_, &q);
+                        reqs.push_back(q);
+                        from.push_back(-1);
+                      })))
     return failure();
-  std::vector<int> offsets(size_);
-  long long total = 0;
-  for (int i = 0; i < size_; ++i) {
-    if (total + sizes[i] > INT_MAX) {
-      error = "the ranks' messages add up to more than 2 GiB, too large to "
-              "exchange at once";
-      return failure();
+  for (int r = 0; r < size_; ++r)
+    if (r != rank_) {
+      if (sizes[r] > static_cast<uint64_t>(INT_MAX) ||
+          mine.size() > static_cast<size_t>(INT_MAX)) {
+        error = "a message of more than 2 GiB between the ranks is too large "
+                "to exchange at once";
+        return failure();
+      }
+      all[r].resize(sizes[r]);
     }
-    offsets[i] = static_cast<int>(total);
-    total += sizes[i];
-  }
-  std::string buffer(static_cast<size_t>(total), '\0');
-  {
-    MaybeLock lock(serializer());
-    MPI_Iallgatherv(mine.data(), size, MPI_BYTE, buffer.data(), sizes.data(),
-                    offsets.data(), MPI_BYTE, host_, &r);
-  }
-  if (failed(wait(r, "an exchange of tensors")))
-    return failure();
-  all.clear();
-  for (int i = 0; i < size_; ++i)
-    all.push_back(buffer.substr(offsets[i], sizes[i]));
-  return success();
+  return exchange("an exchange of tensors", 2,
+                  [&](int r, int tag, std::vector<MPI_Request> &reqs,
+                      std::vector<int> &from) {
+                    MPI_Request q;
+                    MPI_Irecv(all[r].data(), static_cast<int>(sizes[r]),
+                              MPI_BYTE, r, tag, host_, &q);
+                    reqs.push_back(q);
+                    from.push_back(r);
+                    MPI_Isend(mine.data(), static_cast<int>(mine.size()),
+                              MPI_BYTE, r, tag, host_, &q);
+                    reqs.push_back(q);
+                    from.push_back(-1);
+                  });
 }
 
 std::unique_ptr<World> &instance() {

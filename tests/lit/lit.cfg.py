@@ -28,3 +28,18 @@ if os.path.exists(os.path.join(config.mgc_obj_root, "runtime", "session", "libmg
 # Tests that make device nodes of their own (mknod) need root.
 if hasattr(os, "geteuid") and os.geteuid() == 0:
     config.available_features.add("root")
+
+# Jobs of several processes: mpirun from Open MPI, when mgc was built with
+# MPI. As root it needs --allow-run-as-root; CI has 2 cores, so more ranks
+# than cores (--oversubscribe). The launcher's variables of the lit process
+# itself must not reach the tests' single-process runs.
+import shutil
+for name in list(config.environment):
+    if name.startswith(("OMPI_", "PMIX_", "PMI_", "SLURM_")) or name in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
+        del config.environment[name]
+if config.mgc_mpi.upper() in ("ON", "TRUE", "1") and shutil.which("mpirun"):
+    config.available_features.add("mpi")
+    mpirun = "mpirun --oversubscribe --mca btl self,vader"
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        mpirun += " --allow-run-as-root"
+    config.substitutions.append(("%mpirun", mpirun))
