@@ -109,6 +109,7 @@ struct MeshExecutor::Impl {
 
   bool traceStarted = false;
   std::vector<TraceEvent> trace;
+  std::vector<QueueTimes> times;
 };
 
 MeshExecutor::MeshExecutor(std::unique_ptr<Impl> impl)
@@ -220,6 +221,9 @@ MeshExecutor::run(const std::vector<NamedTensors> &arguments,
     for (auto &device : im.devices)
       for (TraceEvent &e : device->takeTrace())
         im.trace.push_back(std::move(e));
+  im.times.clear();
+  for (auto &device : im.devices)
+    im.times.push_back(device->times());
   const MeshRunState::Error &error = im.state.firstError();
   if (error.device >= 0) {
     diag.error(error.loc,
@@ -232,6 +236,10 @@ MeshExecutor::run(const std::vector<NamedTensors> &arguments,
   for (auto &device : im.devices)
     results.push_back(device->executor().collectResults(device->bound()));
   return results;
+}
+
+const std::vector<QueueTimes> &MeshExecutor::lastTimes() const {
+  return impl_->times;
 }
 
 const std::vector<TraceEvent> &MeshExecutor::trace() const {

@@ -47,6 +47,14 @@ struct TraceEvent {
   double startUs = 0, endUs = 0;
 };
 
+// How long one device's last run took, and how much of it its compute queue
+// spent waiting for communication (the exposed communication: what overlap
+// did not hide).
+struct QueueTimes {
+  int64_t device = 0;
+  double stepSeconds = 0, waitSeconds = 0;
+};
+
 class MeshExecutor {
 public:
   // `programs[k]` is device k's executable (the same pointer for devices
@@ -66,6 +74,9 @@ public:
   FailureOr<std::vector<RunResult>>
   run(const std::vector<NamedTensors> &arguments, DiagnosticEngine &diag,
       llvm::StringRef context = "");
+
+  // This process's devices' times of the last run (localDevices() order).
+  const std::vector<QueueTimes> &lastTimes() const;
 
   // Events of the runs since the last clearTrace(), when tracing.
   const std::vector<TraceEvent> &trace() const;

@@ -136,6 +136,32 @@ void MeshDevice::runProgram() {
     std::lock_guard<std::mutex> lock(mutex_);
     completed_ = 0;
   }
+  MeshClock::time_point begin = MeshClock::now();
+  times_ = QueueTimes{index_, 0, 0};
+  // Waits of the compute queue for communication, timed (and traced as
+  // "wait" spans) only when it had to wait.
+  auto waitFor = [&](size_t count, size_t before) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (completed_ >= count)
+      return;
+    double start = trace_ ? state_.nowUs() : 0;
+    MeshClock::time_point t0 = MeshClock::now();
+    cv_.wait(lock, [&] { return completed_ >= count; });
+    times_.waitSeconds +=
+        std::chrono::duration<double>(MeshClock::now() - t0).count();
+    if (trace_) {
+      TraceEvent e;
+      e.device = index_;
+      e.name = "wait";
+      e.detail = before < isComm_.size()
+                     ? "for communication, before op %" +
+                           std::to_string(before)
+                     : "for communication, at the end of the step";
+      e.startUs = start;
+      e.endUs = state_.nowUs();
+      computeEvents_.push_back(std::move(e));
+    }
+  };
   size_t issued = 0;
   std::string error;
   for (size_t i = 0; i < isComm_.size(); ++i) {
@@ -143,8 +169,7 @@ void MeshDevice::runProgram() {
       break;
     if (needDone_[i]) {
       // The first use of a communication op's result: its event.
-      std::unique_lock<std::mutex> lock(mutex_);
-      cv_.wait(lock, [&] { return completed_ >= needDone_[i]; });
+      waitFor(needDone_[i], i);
       if (state_.aborted())
         break;
     }
@@ -168,8 +193,9 @@ void MeshDevice::runProgram() {
   }
   // The end of the step waits for every communication op issued (outputs
   // and updates may be their results; the arena is reused next step).
-  std::unique_lock<std::mutex> lock(mutex_);
-  cv_.wait(lock, [&] { return completed_ == issued; });
+  waitFor(issued, isComm_.size());
+  times_.stepSeconds =
+      std::chrono::duration<double>(MeshClock::now() - begin).count();
 }
 
 void MeshDevice::commLoop() {

@@ -86,6 +86,8 @@ public:
 
   // The events of the last run (compute queue, then communication queue).
   std::vector<TraceEvent> takeTrace();
+  // The last run's times (read when it is done).
+  QueueTimes times() const { return times_; }
 
 private:
   void computeLoop();
@@ -121,6 +123,7 @@ private:
   bool stop_ = false;
 
   std::vector<TraceEvent> computeEvents_, commEvents_;
+  QueueTimes times_;
   std::thread compute_, comm_;
 };
 

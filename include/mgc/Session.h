@@ -190,6 +190,12 @@ public:
   // Steps completed so far (restored by loadCheckpoint).
   int64_t stepCount() const;
 
+  // On a mesh: per device (by index), the share of the time of the steps run
+  // so far that its compute queue spent waiting for communication (the
+  // exposed communication, what overlap did not hide). With several
+  // processes every rank calls it and gets every device's.
+  Result<std::vector<double>> exposedCommunication() const;
+
   // Writes the timeline of the steps run so far on a mesh (options.trace) as
   // a Chrome trace-event JSON file (opens in Perfetto, chrome://tracing).
   Status writeTrace(const std::string &path) const;

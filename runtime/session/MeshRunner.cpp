@@ -130,6 +130,8 @@ MeshRunner::create(MeshStep step, const backend::cpu::MeshOptions &options,
   r->local_.assign(r->executor_->localDevices().begin(),
                    r->executor_->localDevices().end());
   r->resident_.resize(r->local_.size());
+  for (int64_t d : r->local_)
+    r->times_.push_back({d, 0, 0});
   if (s.accumulate <= 1)
     return r;
   // Micro-batches whose devices run the same programs share an executor.
@@ -255,6 +257,11 @@ MeshRunner::runExecutor(backend::cpu::MeshExecutor &executor,
                         const std::vector<NamedTensors> &parts,
                         DiagnosticEngine &diag, llvm::StringRef context) {
   auto ran = executor.run(parts, diag, context);
+  if (ran.succeeded())
+    for (size_t k = 0; k < times_.size(); ++k) {
+      times_[k].stepSeconds += executor.lastTimes()[k].stepSeconds;
+      times_[k].waitSeconds += executor.lastTimes()[k].waitSeconds;
+    }
   if (options_.trace) {
     trace_.insert(trace_.end(), executor.trace().begin(),
                   executor.trace().end());
@@ -422,6 +429,33 @@ FailureOr<RunResult> MeshRunner::run(const NamedTensors &inputs,
   auto counter = resident_.front().find(passes::kStepStateName);
   if (counter != resident_.front().end())
     out.updates.emplace(passes::kStepStateName, counter->second);
+  return out;
+}
+
+FailureOr<std::vector<double>>
+MeshRunner::exposedCommunication(DiagnosticEngine &diag) {
+  std::vector<backend::cpu::QueueTimes> all = times_;
+  if (processes_ && processes_->size() > 1) {
+    std::string mine(reinterpret_cast<const char *>(times_.data()),
+                     times_.size() * sizeof(backend::cpu::QueueTimes));
+    std::vector<std::string> ranks;
+    std::string error;
+    if (failed(processes_->allGather(mine, ranks, error))) {
+      diag.error("gathering the devices' times: " + error);
+      return failure();
+    }
+    all.clear();
+    for (const std::string &r : ranks) {
+      const auto *t = reinterpret_cast<const backend::cpu::QueueTimes *>(
+          r.data());
+      all.insert(all.end(), t, t + r.size() / sizeof(*t));
+    }
+  }
+  std::vector<double> out(step_.mesh.numDevices(), 0.0);
+  for (const backend::cpu::QueueTimes &t : all)
+    if (t.device >= 0 && t.device < static_cast<int64_t>(out.size()) &&
+        t.stepSeconds > 0)
+      out[t.device] = t.waitSeconds / t.stepSeconds;
   return out;
 }
 

@@ -49,6 +49,11 @@ public:
   // Every rank calls it.
   FailureOr<backend::cpu::NamedTensors> gather(DiagnosticEngine &diag);
 
+  // Per device of the mesh (every rank's, exchanged when the devices are
+  // spread), the share of the steps' time so far that its compute queue
+  // waited for communication. Every rank calls it.
+  FailureOr<std::vector<double>> exposedCommunication(DiagnosticEngine &diag);
+
   const MeshStep &step() const { return step_; }
   // The devices of step().mesh this process runs.
   llvm::ArrayRef<int64_t> localDevices() const { return local_; }
@@ -100,6 +105,9 @@ private:
   std::vector<std::unique_ptr<backend::cpu::MeshExecutor>> microExecutors_;
   std::vector<size_t> microExecutorOf_;
   std::vector<backend::cpu::TraceEvent> trace_;
+  // Per local device: its steps' time and its compute queue's waits for
+  // communication, summed over every run.
+  std::vector<backend::cpu::QueueTimes> times_;
   std::chrono::steady_clock::time_point origin_;
   bool traceStarted_ = false;
 };

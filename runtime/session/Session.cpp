@@ -541,6 +541,17 @@ Status Session::setParameter(const std::string &name, const Tensor &value) {
 
 int64_t Session::stepCount() const { return session::stepCount(*impl_); }
 
+Result<std::vector<double>> Session::exposedCommunication() const {
+  if (!impl_->meshRunner)
+    return Status::error("error: exposed communication is measured only for "
+                         "a step on a mesh (SessionOptions::mesh)");
+  DiagnosticCollector c(impl_.get());
+  auto shares = impl_->meshRunner->exposedCommunication(c.diag());
+  if (shares.failed())
+    return c.status();
+  return *shares;
+}
+
 Status Session::writeTrace(const std::string &path) const {
   if (!impl_->meshRunner)
     return Status::error("error: a trace is recorded only for a step on a "

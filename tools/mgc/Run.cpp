@@ -6,6 +6,7 @@
 #include "tools/mgc/RunProgress.h"
 
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -235,6 +236,10 @@ const CommandSpec &runSpec() {
         "Output: on a terminal one progress line redrawn in place; otherwise "
         "a line\nevery --log-every steps. Then a summary line. Ctrl-C stops "
         "after the current\nstep (and saves with --save).\n\n"
+        "Several processes: under mpirun or srun the mesh's devices are "
+        "shared out among\nthe processes (their count equal to the mesh's "
+        "or dividing it), which talk over\nMPI; rank 0 prints and saves, "
+        "errors start with [rank R] (docs/processes.md).\n\n"
         "Exit status: 0 success, 1 bad model, data or checkpoint, 2 usage "
         "error,\n130 interrupted.\n";
     return s;
@@ -542,6 +547,17 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
         return rc;
   }
   progress.finish(gInterrupted ? "interrupted" : "done");
+  if (mesh->mesh && !mesh->mesh->isTrivial()) {
+    auto exposed = s.exposedCommunication();
+    if (!exposed)
+      return errorExit(exposed.status().message());
+    out << "exposed communication (compute waiting on communication, share "
+           "of the step):";
+    for (size_t d = 0; d < exposed->size(); ++d)
+      out << (d ? ", " : " ") << "device " << d << " "
+          << llvm::format("%.1f%%", 100 * (*exposed)[d]);
+    out << "\n";
+  }
   if (check) {
     std::string diff = check->finish(s, out);
     if (!diff.empty())
