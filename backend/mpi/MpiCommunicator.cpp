@@ -102,7 +102,7 @@ WaitOutcome waitRequests(std::vector<MPI_Request> &requests,
     if (++idle < 64) {
       std::this_thread::yield();
     } else {
-      sleepUs = std::min(1000, std::max(16, sleepUs * 2));
+      sleepUs = std::min(200, std::max(16, sleepUs * 2));
       std::this_thread::sleep_for(std::chrono::microseconds(sleepUs));
     }
   }
