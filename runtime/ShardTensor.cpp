@@ -109,6 +109,25 @@ ir::TensorType partType(const ir::TensorType &logical,
 
 } // namespace
 
+std::vector<int64_t> partOffsets(const ir::TensorType &logical,
+                                 const ir::Sharding &sharding,
+                                 const ir::Mesh &mesh, int64_t device) {
+  std::vector<int64_t> offsets(logical.rank(), 0);
+  llvm::SmallVector<int64_t, 4> coords = mesh.coords(device);
+  ir::TensorType t = logical;
+  // As shardTensor cuts: each splitting axis in mesh order, within the part
+  // the axes before it left.
+  for (size_t a = 0; a < mesh.axes().size(); ++a) {
+    const ir::MeshAxis &axis = mesh.axes()[a];
+    int64_t d = splitDim(sharding, axis, t.rank());
+    if (d < 0)
+      continue;
+    offsets[d] += ir::splitOffset(t.shape[d], axis, coords[a]);
+    t.shape[d] = ir::splitSizes(t.shape[d], axis)[coords[a]];
+  }
+  return offsets;
+}
+
 Tensor shardTensor(const Tensor &logical, const ir::Sharding &sharding,
                    const ir::Mesh &mesh, int64_t device) {
   if (device < 0 || device >= mesh.numDevices())

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace mgc::runtime {
 
@@ -29,6 +30,12 @@ Tensor shardTensor(const Tensor &logical, const ir::Sharding &sharding,
 bool unshardTensor(llvm::ArrayRef<Tensor> parts, const ir::Sharding &sharding,
                    const ir::Mesh &mesh, const ir::TensorType &logical,
                    Tensor &out, std::string &error);
+
+// Where the part of `device` (shardTensor) starts in the logical tensor of
+// type `logical`, per dimension.
+std::vector<int64_t> partOffsets(const ir::TensorType &logical,
+                                 const ir::Sharding &sharding,
+                                 const ir::Mesh &mesh, int64_t device);
 
 // Whether unshardTensor reads the part of `device`: it is at coordinate 0 of
 // every axis on which `sharding` is replicated.

@@ -154,8 +154,7 @@ void MeshDevice::runProgram() {
       e.device = index_;
       e.name = "wait";
       e.detail = before < isComm_.size()
-                     ? "for communication, before op %" +
-                           std::to_string(before)
+                     ? "for communication, before op %" + std::to_string(before)
                      : "for communication, at the end of the step";
       e.startUs = start;
       e.endUs = state_.nowUs();

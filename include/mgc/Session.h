@@ -202,8 +202,9 @@ public:
 
   // safetensors checkpoints with parameters, optimizer state and metadata;
   // written atomically (docs/checkpoints.md). With several processes every
-  // rank calls both; rank 0 writes the file (the whole tensors, joined from
-  // every rank's parts) and every rank reads it.
+  // rank calls both: each rank writes the parts its devices hold to a file
+  // of its own, rank 0 an index last (`path` itself); loading takes either
+  // form, on any mesh or process count.
   Status saveCheckpoint(const std::string &path) const;
   Status loadCheckpoint(const std::string &path);
 

@@ -446,8 +446,8 @@ MeshRunner::exposedCommunication(DiagnosticEngine &diag) {
     }
     all.clear();
     for (const std::string &r : ranks) {
-      const auto *t = reinterpret_cast<const backend::cpu::QueueTimes *>(
-          r.data());
+      const auto *t =
+          reinterpret_cast<const backend::cpu::QueueTimes *>(r.data());
       all.insert(all.end(), t, t + r.size() / sizeof(*t));
     }
   }
@@ -456,6 +456,35 @@ MeshRunner::exposedCommunication(DiagnosticEngine &diag) {
     if (t.device >= 0 && t.device < static_cast<int64_t>(out.size()) &&
         t.stepSeconds > 0)
       out[t.device] = t.waitSeconds / t.stepSeconds;
+  return out;
+}
+
+std::map<std::string, ir::TensorType> MeshRunner::persistentTypes() const {
+  std::map<std::string, ir::TensorType> out;
+  for (const auto &arg : step_.logicalOf(step_.step).graph().arguments())
+    if (arg->isPersistent())
+      out.emplace(arg->name(), arg->type());
+  return out;
+}
+
+std::vector<runtime::TensorSlab> MeshRunner::localSlabs() const {
+  std::map<std::string, ir::TensorType> types = persistentTypes();
+  std::vector<runtime::TensorSlab> out;
+  for (size_t k = 0; k < local_.size(); ++k) {
+    int64_t d = local_[k];
+    const ir::Graph &g = step_.step.programs.programFor(d).graph();
+    for (const auto &[name, part] : resident_[k]) {
+      const ir::Value *held = g.findArgument(name);
+      auto type = types.find(name);
+      if (!held || type == types.end() ||
+          !runtime::partIsRead(held->sharding(), step_.mesh, d))
+        continue;
+      out.push_back(
+          {name,
+           runtime::partOffsets(type->second, held->sharding(), step_.mesh, d),
+           part});
+    }
+  }
   return out;
 }
 

@@ -9,6 +9,7 @@
 
 #include "backend/ProcessGroup.h"
 #include "backend/cpu/MeshExecutor.h"
+#include "runtime/ShardedCheckpoint.h"
 #include "runtime/session/MeshStep.h"
 #include "support/Diagnostics.h"
 #include "support/Result.h"
@@ -53,6 +54,13 @@ public:
   // spread), the share of the steps' time so far that its compute queue
   // waited for communication. Every rank calls it.
   FailureOr<std::vector<double>> exposedCommunication(DiagnosticEngine &diag);
+
+  // The parts of the parameters and state this process's devices hold,
+  // each once (the device at coordinate 0 of an axis the part is
+  // replicated on gives it), with where they start: what one rank writes
+  // of a sharded checkpoint. And every such tensor's whole type.
+  std::vector<runtime::TensorSlab> localSlabs() const;
+  std::map<std::string, ir::TensorType> persistentTypes() const;
 
   const MeshStep &step() const { return step_; }
   // The devices of step().mesh this process runs.

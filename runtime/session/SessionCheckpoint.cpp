@@ -1,25 +1,90 @@
 // Session checkpoints: parameters, optimizer state and the training
-// metadata in a safetensors file (runtime/Checkpoint.h). Loading checks the
-// whole file against the model before anything changes, so a refused
-// checkpoint leaves the session as it was.
+// metadata in a safetensors file (runtime/Checkpoint.h), or with several
+// processes one file of shards per rank and an index
+// (runtime/ShardedCheckpoint.h). Loading checks the whole checkpoint
+// against the model before anything changes, so a refused checkpoint leaves
+// the session as it was.
 #include "runtime/session/SessionImpl.h"
 
 #include "runtime/Checkpoint.h"
+#include "runtime/ShardedCheckpoint.h"
+
+#include "llvm/Support/Path.h"
 
 namespace mgc {
 
+namespace {
+
+runtime::CheckpointInfo infoOf(const Session::Impl &impl) {
+  runtime::CheckpointInfo info;
+  info.step = session::stepCount(impl);
+  info.optimizer = impl.optimizer;
+  info.seed = impl.seed;
+  info.sourceHash = impl.modelHash;
+  return info;
+}
+
+// Every rank writes the parts its devices hold; when all have, rank 0
+// writes the index, and every rank learns how it went. A message between
+// the ranks is "ok" and the rank's slab entries, or "error" and why.
+Status saveSharded(const Session::Impl &impl, const std::string &path) {
+  backend::ProcessGroup &ranks = *impl.processes;
+  int rank = ranks.rank(), size = ranks.size();
+  runtime::CheckpointInfo info = infoOf(impl);
+  std::map<std::string, ir::TensorType> types =
+      impl.meshRunner->persistentTypes();
+  std::vector<runtime::TensorSlab> slabs = impl.meshRunner->localSlabs();
+  std::string file = runtime::shardPath(path, rank, size);
+  std::string mine;
+  if (llvm::Error err = runtime::saveShard(file, slabs, types, info)) {
+    mine = "error\n" + llvm::toString(std::move(err));
+  } else {
+    std::vector<runtime::SlabEntry> entries;
+    std::string base = llvm::sys::path::filename(file).str();
+    for (const runtime::TensorSlab &s : slabs)
+      entries.push_back({s.name, runtime::slabKey(s, types.at(s.name).shape),
+                         base, s.offsets});
+    mine = "ok\n" + runtime::slabEntriesToJson(entries);
+  }
+  std::vector<std::string> all;
+  std::string error;
+  if (failed(ranks.allGather(mine, all, error)))
+    return Status::error("error: saving checkpoint '" + path + "': " + error);
+  std::vector<runtime::SlabEntry> entries;
+  for (int r = 0; r < size; ++r) {
+    llvm::StringRef text(all[r]);
+    auto [status, body] = text.split('\n');
+    if (status != "ok")
+      return Status::error("error: saving checkpoint '" + path + "': rank " +
+                           std::to_string(r) + ": " + body.str());
+    auto list = runtime::slabEntriesFromJson(body);
+    if (!list)
+      return Status::error("error: saving checkpoint '" + path + "': rank " +
+                           std::to_string(r) + ": " +
+                           llvm::toString(list.takeError()));
+    entries.insert(entries.end(), list->begin(), list->end());
+  }
+  std::string indexError;
+  if (rank == 0)
+    if (llvm::Error err = runtime::saveShardIndex(path, types, entries, info))
+      indexError = llvm::toString(std::move(err));
+  if (failed(ranks.allGather(indexError, all, error)))
+    return Status::error("error: saving checkpoint '" + path + "': " + error);
+  if (!all[0].empty())
+    return Status::error("error: " + all[0]);
+  return Status::ok();
+}
+
+} // namespace
+
 Status Session::saveCheckpoint(const std::string &path) const {
+  if (impl_->processes && impl_->meshRunner)
+    return saveSharded(*impl_, path);
   DiagnosticCollector sync(impl_.get());
   if (failed(session::syncHost(*impl_, sync.diag())))
     return sync.status();
-  // Every rank joined the whole tensors; one writes them.
-  if (impl_->processes && impl_->processes->rank() != 0)
-    return Status::ok();
   runtime::Checkpoint c;
-  c.info.step = session::stepCount(*impl_);
-  c.info.optimizer = impl_->optimizer;
-  c.info.seed = impl_->seed;
-  c.info.sourceHash = impl_->modelHash;
+  c.info = infoOf(*impl_);
   for (const auto &[name, t] : impl_->persistent)
     c.tensors.emplace(name, t);
   if (llvm::Error err = runtime::saveCheckpoint(path, c))
@@ -28,7 +93,9 @@ Status Session::saveCheckpoint(const std::string &path) const {
 }
 
 Status Session::loadCheckpoint(const std::string &path) {
-  auto loaded = runtime::loadCheckpoint(path);
+  auto loaded = runtime::isShardIndex(path)
+                    ? runtime::loadShardedCheckpoint(path)
+                    : runtime::loadCheckpoint(path);
   if (!loaded)
     return Status::error("error: " + llvm::toString(loaded.takeError()));
   const runtime::Checkpoint &c = *loaded;

@@ -1,0 +1,296 @@
+#include "runtime/ShardedCheckpoint.h"
+
+#include "support/AtomicFile.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include <cstring>
+
+namespace mgc::runtime {
+
+namespace {
+
+llvm::Error fail(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+// Copies the box `src` (of shape `box`) into `dst` (of shape `whole`) at
+// `offsets`, one contiguous innermost run at a time.
+void copyBox(const std::byte *src, llvm::ArrayRef<int64_t> box, std::byte *dst,
+             llvm::ArrayRef<int64_t> whole, llvm::ArrayRef<int64_t> offsets,
+             size_t bytes) {
+  size_t rank = box.size();
+  if (rank == 0) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  int64_t runs = 1;
+  for (size_t d = 0; d + 1 < rank; ++d)
+    runs *= box[d];
+  int64_t run = box[rank - 1];
+  if (run == 0)
+    return;
+  std::vector<int64_t> index(rank, 0); // within the box, outer dimensions
+  for (int64_t r = 0; r < runs; ++r) {
+    int64_t at = 0;
+    for (size_t d = 0; d < rank; ++d)
+      at = at * whole[d] + (d + 1 < rank ? index[d] + offsets[d] : offsets[d]);
+    std::memcpy(dst + at * bytes, src + r * run * bytes, run * bytes);
+    for (size_t d = rank - 1; d-- > 0;) {
+      if (++index[d] < box[d])
+        break;
+      index[d] = 0;
+    }
+  }
+}
+
+bool overlap(llvm::ArrayRef<int64_t> ao, llvm::ArrayRef<int64_t> as,
+             llvm::ArrayRef<int64_t> bo, llvm::ArrayRef<int64_t> bs) {
+  for (size_t d = 0; d < ao.size(); ++d)
+    if (ao[d] + as[d] <= bo[d] || bo[d] + bs[d] <= ao[d])
+      return false;
+  return true;
+}
+
+llvm::json::Array intsToJson(llvm::ArrayRef<int64_t> xs) {
+  llvm::json::Array out;
+  for (int64_t x : xs)
+    out.push_back(x);
+  return out;
+}
+
+bool intsFromJson(const llvm::json::Array *a, std::vector<int64_t> &out) {
+  if (!a)
+    return false;
+  out.clear();
+  for (const llvm::json::Value &v : *a) {
+    llvm::Optional<int64_t> x = v.getAsInteger();
+    if (!x || *x < 0)
+      return false;
+    out.push_back(*x);
+  }
+  return true;
+}
+
+} // namespace
+
+std::string slabKey(const TensorSlab &slab, llvm::ArrayRef<int64_t> whole) {
+  llvm::ArrayRef<int64_t> shape = slab.data.shape();
+  bool all = shape == whole;
+  for (int64_t o : slab.offsets)
+    all &= o == 0;
+  if (all)
+    return slab.name;
+  std::string key = slab.name + "[";
+  for (size_t d = 0; d < shape.size(); ++d)
+    key += (d ? "," : "") + std::to_string(slab.offsets[d]) + ":" +
+           std::to_string(slab.offsets[d] + shape[d]);
+  return key + "]";
+}
+
+std::string shardPath(llvm::StringRef indexPath, int rank, int ranks) {
+  char suffix[64];
+  std::snprintf(suffix, sizeof suffix, ".rank%05d-of-%05d.safetensors", rank,
+                ranks);
+  return indexPath.str() + suffix;
+}
+
+llvm::Error saveShard(llvm::StringRef path,
+                      const std::vector<TensorSlab> &slabs,
+                      const std::map<std::string, ir::TensorType> &whole,
+                      const CheckpointInfo &info) {
+  TensorMap tensors;
+  for (const TensorSlab &s : slabs) {
+    auto it = whole.find(s.name);
+    if (it == whole.end())
+      return fail("'" + path + "': no type for tensor '" + s.name + "'");
+    tensors.emplace(slabKey(s, it->second.shape), s.data);
+  }
+  return saveSafeTensors(path, tensors, checkpointMetadata(info));
+}
+
+llvm::Error saveShardIndex(llvm::StringRef path,
+                           const std::map<std::string, ir::TensorType> &types,
+                           const std::vector<SlabEntry> &slabs,
+                           const CheckpointInfo &info) {
+  llvm::json::Object metadata, weightMap, tensors;
+  for (const auto &[k, v] : checkpointMetadata(info))
+    metadata[k] = v;
+  std::map<std::string, llvm::json::Array> slabsOf;
+  for (const SlabEntry &e : slabs) {
+    weightMap[e.key] = e.file;
+    slabsOf[e.name].push_back(llvm::json::Object{
+        {"key", e.key}, {"file", e.file}, {"offsets", intsToJson(e.offsets)}});
+  }
+  for (const auto &[name, type] : types)
+    tensors[name] =
+        llvm::json::Object{{"dtype", safeTensorsDTypeName(type.dtype).str()},
+                           {"shape", intsToJson(type.shape)},
+                           {"slabs", std::move(slabsOf[name])}};
+  llvm::json::Value index(
+      llvm::json::Object{{"metadata", std::move(metadata)},
+                         {"weight_map", std::move(weightMap)},
+                         {"tensors", std::move(tensors)}});
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::formatv("{0:2}", index) << "\n";
+  os.flush();
+  return writeFileAtomically(path,
+                             [&](FileSink &sink) { return sink.write(text); });
+}
+
+bool isShardIndex(llvm::StringRef path) {
+  auto head = llvm::MemoryBuffer::getFileSlice(path, 1, 0);
+  return head && (*head)->getBufferSize() == 1 &&
+         (*head)->getBufferStart()[0] == '{';
+}
+
+std::string slabEntriesToJson(const std::vector<SlabEntry> &entries) {
+  llvm::json::Array out;
+  for (const SlabEntry &e : entries)
+    out.push_back(llvm::json::Object{{"name", e.name},
+                                     {"key", e.key},
+                                     {"file", e.file},
+                                     {"offsets", intsToJson(e.offsets)}});
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::json::Value(std::move(out));
+  return os.str();
+}
+
+llvm::Expected<std::vector<SlabEntry>>
+slabEntriesFromJson(llvm::StringRef text) {
+  llvm::Expected<llvm::json::Value> v = llvm::json::parse(text);
+  if (!v)
+    return v.takeError();
+  std::vector<SlabEntry> out;
+  const llvm::json::Array *a = v->getAsArray();
+  if (!a)
+    return fail("slab entries: expected a JSON array");
+  for (const llvm::json::Value &x : *a) {
+    const llvm::json::Object *o = x.getAsObject();
+    SlabEntry e;
+    if (!o || !o->getString("name") || !o->getString("key") ||
+        !o->getString("file") ||
+        !intsFromJson(o->getArray("offsets"), e.offsets))
+      return fail("slab entries: expected objects with name, key, file and "
+                  "offsets");
+    e.name = o->getString("name")->str();
+    e.key = o->getString("key")->str();
+    e.file = o->getString("file")->str();
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+llvm::Expected<Checkpoint> loadShardedCheckpoint(llvm::StringRef indexPath) {
+  auto buffer = llvm::MemoryBuffer::getFile(indexPath);
+  if (!buffer)
+    return fail("cannot read '" + indexPath +
+                "': " + buffer.getError().message());
+  auto bad = [&](const llvm::Twine &why) {
+    return fail("'" + indexPath + "' is not a valid checkpoint index: " + why);
+  };
+  llvm::Expected<llvm::json::Value> json =
+      llvm::json::parse((*buffer)->getBuffer());
+  if (!json)
+    return bad(llvm::toString(json.takeError()));
+  const llvm::json::Object *root = json->getAsObject();
+  const llvm::json::Object *metadata =
+      root ? root->getObject("metadata") : nullptr;
+  const llvm::json::Object *tensors =
+      root ? root->getObject("tensors") : nullptr;
+  if (!metadata || !tensors)
+    return bad("expected an object with \"metadata\" and \"tensors\"");
+  StringMap meta;
+  for (const auto &[k, v] : *metadata) {
+    if (!v.getAsString())
+      return bad("metadata value '" + k.str() + "' is not a string");
+    meta[k.str()] = v.getAsString()->str();
+  }
+  Checkpoint out;
+  auto info = parseCheckpointMetadata(meta, indexPath);
+  if (!info)
+    return info.takeError();
+  out.info = std::move(*info);
+
+  llvm::SmallString<256> folder(indexPath);
+  llvm::sys::path::remove_filename(folder);
+  std::map<std::string, SafeTensorsContents> shards;
+  auto shard = [&](const std::string &file)
+      -> llvm::Expected<const SafeTensorsContents *> {
+    auto it = shards.find(file);
+    if (it != shards.end())
+      return &it->second;
+    if (file.empty() || llvm::sys::path::has_parent_path(file))
+      return bad("shard file '" + file +
+                 "' is not a file name beside the index");
+    llvm::SmallString<256> path(folder);
+    llvm::sys::path::append(path, file);
+    auto loaded = loadSafeTensors(path);
+    if (!loaded)
+      return loaded.takeError();
+    return &shards.emplace(file, std::move(*loaded)).first->second;
+  };
+
+  for (const auto &[nameKey, value] : *tensors) {
+    std::string name = nameKey.str();
+    const llvm::json::Object *t = value.getAsObject();
+    std::vector<int64_t> shape;
+    llvm::Optional<llvm::StringRef> dtypeName;
+    if (t)
+      dtypeName = t->getString("dtype");
+    std::optional<ir::DType> dtype =
+        dtypeName ? parseSafeTensorsDType(*dtypeName) : std::nullopt;
+    const llvm::json::Array *slabs = t ? t->getArray("slabs") : nullptr;
+    if (!t || !dtype || !intsFromJson(t->getArray("shape"), shape) || !slabs)
+      return bad("tensor '" + name + "' needs a dtype, a shape and slabs");
+    Tensor whole(ir::TensorType(*dtype, shape));
+    size_t bytes = ir::dtypeBytes(*dtype);
+    int64_t covered = 0;
+    std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> boxes;
+    for (const llvm::json::Value &sv : *slabs) {
+      const llvm::json::Object *s = sv.getAsObject();
+      std::vector<int64_t> offsets;
+      if (!s || !s->getString("key") || !s->getString("file") ||
+          !intsFromJson(s->getArray("offsets"), offsets))
+        return bad("a slab of '" + name + "' needs a key, a file and offsets");
+      auto contents = shard(s->getString("file")->str());
+      if (!contents)
+        return contents.takeError();
+      std::string key = s->getString("key")->str();
+      auto it = (*contents)->tensors.find(key);
+      if (it == (*contents)->tensors.end())
+        return bad("shard '" + s->getString("file")->str() + "' has no '" +
+                   key + "'");
+      const Tensor &part = it->second;
+      llvm::ArrayRef<int64_t> box = part.shape();
+      bool inside = part.dtype() == *dtype && box.size() == shape.size() &&
+                    offsets.size() == shape.size();
+      for (size_t d = 0; inside && d < shape.size(); ++d)
+        inside = offsets[d] + box[d] <= shape[d];
+      if (!inside)
+        return bad("slab '" + key + "' (" + part.type().str() +
+                   ") does not fit tensor '" + name + "' (" +
+                   whole.type().str() + ")");
+      for (const auto &[o, b] : boxes)
+        if (overlap(o, b, offsets, box))
+          return bad("slabs of '" + name + "' overlap");
+      boxes.push_back({offsets, std::vector<int64_t>(box.begin(), box.end())});
+      copyBox(part.data(), box, whole.data(), shape, offsets, bytes);
+      covered += part.numel();
+    }
+    if (covered != whole.numel())
+      return bad("the slabs of '" + name + "' cover " +
+                 std::to_string(covered) + " of its " +
+                 std::to_string(whole.numel()) + " elements");
+    out.tensors.emplace(name, std::move(whole));
+  }
+  return out;
+}
+
+} // namespace mgc::runtime
