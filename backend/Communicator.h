@@ -73,7 +73,28 @@ public:
                              ir::DType dtype, std::string &error) = 0;
   virtual LogicalResult recv(int64_t peer, void *out, int64_t count,
                              ir::DType dtype, std::string &error) = 0;
+
+  // Bytes this endpoint has sent to other devices so far, as the MPI
+  // communicator moves them; the in-process communicator, which moves
+  // nothing, counts the same (the functions below), so a simulated mesh
+  // shows the traffic its processes would have.
+  uint64_t bytesSent() const { return sent_; }
+
+protected:
+  void countSent(uint64_t bytes) { sent_ += bytes; }
+
+private:
+  uint64_t sent_ = 0; // only the endpoint's own thread changes it
 };
+
+// What one device (coordinate `me` of a group of `n`) sends in a call, in
+// elements: a reduction of `count` elements is a reduce-scatter (every
+// other coordinate's chunk of count * j / n) then an all-gather of its own
+// chunk; a gather or scatter sends each part straight to its device.
+int64_t reductionElementsSent(int64_t count, size_t n, size_t me);
+int64_t allGatherElementsSent(llvm::ArrayRef<int64_t> counts, size_t me);
+// reduceScatter and allToAll: every part but its own.
+int64_t partsElementsSent(llvm::ArrayRef<int64_t> counts, size_t me);
 
 // The endpoints of the devices that one process runs, made together for
 // one mesh: every device for the in-process communicator, this rank's

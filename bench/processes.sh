@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Meshes as processes (mpirun, one rank per device) against the same mesh
-# simulated in one process: the step rate and the exposed communication
-# (the share of each device's step its compute queue waited on
-# communication) of the tiny GPT (samples/gpt.mg V=256 T=16 D=32 H=2 L=2
+# simulated in one process: the step rate, and per device the bytes sent per
+# step and the exposed communication (the share of its step its compute
+# queue waited on communication) of the tiny GPT (samples/gpt.mg V=256 T=16 D=32 H=2 L=2
 # B=4) and a small one (V=256 T=64 D=128 H=4 L=4 B=8) on 1 device, dp=2 and
 # dp=2,tp=2; then the MPI communicator's all-reduce against MPI_Allreduce
 # on 2 processes. Both runs of a pair end at the same loss, bit for bit.
@@ -21,10 +21,11 @@ for _ in $(seq 40); do cat "$root/README.md" "$root"/docs/*.md; done > "$work/co
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 report() { # label, output of mgc run
-  local done exposed
+  local done comm
   done=$(grep '^done:' "$2" | sed -E 's/.* ([0-9.]+) steps\/s.*final loss ([0-9.]+)/\1 steps\/s, final loss \2/')
-  exposed=$({ grep '^exposed' "$2" || true; } | sed 's/.*step)://')
-  printf '   %-28s %s%s\n' "$1" "$done" "${exposed:+; exposed:$exposed}"
+  comm=$({ grep '^communication per device' "$2" || true; } | sed 's/.*on it)://')
+  printf '   %-28s %s\n' "$1" "$done"
+  [ -z "$comm" ] || printf '   %-28s %s\n' "" "$comm"
 }
 for model in tiny small; do
   if [ $model = tiny ]; then gpt=(-D V=256 -D T=16 -D D=32 -D H=2 -D L=2 -D B=4)

@@ -345,7 +345,10 @@ public:
   }
   LogicalResult send(int64_t peer, const void *in, int64_t count,
                      ir::DType dtype, std::string &error) override {
-    return impl_.send(device_, peer, in, count, dtype, error);
+    if (failed(impl_.send(device_, peer, in, count, dtype, error)))
+      return failure();
+    countSent(static_cast<uint64_t>(count) * ir::dtypeBytes(dtype));
+    return success();
   }
   LogicalResult recv(int64_t peer, void *out, int64_t count, ir::DType dtype,
                      std::string &error) override {
@@ -358,7 +361,27 @@ private:
     c.dtype = dtype;
     c.in = static_cast<const std::byte *>(in);
     c.out = static_cast<std::byte *>(out);
-    return impl_.collective(device_, axis, c, error);
+    if (failed(impl_.collective(device_, axis, c, error)))
+      return failure();
+    // What the MPI communicator would send for the call.
+    size_t n = impl_.mesh.group(device_, axis).size();
+    size_t me = static_cast<size_t>(coord(axis));
+    int64_t elements = 0;
+    switch (c.kind) {
+    case CallKind::AllReduce:
+    case CallKind::AllReduceMax:
+      elements = reductionElementsSent(c.count, n, me);
+      break;
+    case CallKind::AllGather:
+      elements = allGatherElementsSent(c.counts, me);
+      break;
+    case CallKind::ReduceScatter:
+    case CallKind::AllToAll:
+      elements = partsElementsSent(c.counts, me);
+      break;
+    }
+    countSent(static_cast<uint64_t>(elements) * ir::dtypeBytes(dtype));
+    return success();
   }
 
   Impl &impl_;

@@ -202,6 +202,9 @@ MeshExecutor::run(const std::vector<NamedTensors> &arguments,
     im.traceStarted = true;
   }
   im.state.begin();
+  std::vector<uint64_t> sentBefore;
+  for (auto &device : im.devices)
+    sentBefore.push_back(im.comms->endpoint(device->index()).bytesSent());
   {
     std::lock_guard<std::mutex> lock(im.mutex);
     im.running = n;
@@ -222,8 +225,12 @@ MeshExecutor::run(const std::vector<NamedTensors> &arguments,
       for (TraceEvent &e : device->takeTrace())
         im.trace.push_back(std::move(e));
   im.times.clear();
-  for (auto &device : im.devices)
-    im.times.push_back(device->times());
+  for (size_t k = 0; k < n; ++k) {
+    QueueTimes t = im.devices[k]->times();
+    t.bytesSent =
+        im.comms->endpoint(im.devices[k]->index()).bytesSent() - sentBefore[k];
+    im.times.push_back(t);
+  }
   const MeshRunState::Error &error = im.state.firstError();
   if (error.device >= 0) {
     diag.error(error.loc,

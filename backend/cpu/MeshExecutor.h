@@ -47,12 +47,13 @@ struct TraceEvent {
   double startUs = 0, endUs = 0;
 };
 
-// How long one device's last run took, and how much of it its compute queue
+// How long one device's last run took, how much of it its compute queue
 // spent waiting for communication (the exposed communication: what overlap
-// did not hide).
+// did not hide), and the bytes it sent (Communicator::bytesSent).
 struct QueueTimes {
   int64_t device = 0;
   double stepSeconds = 0, waitSeconds = 0;
+  uint64_t bytesSent = 0;
 };
 
 class MeshExecutor {

@@ -137,7 +137,7 @@ void MeshDevice::runProgram() {
     completed_ = 0;
   }
   MeshClock::time_point begin = MeshClock::now();
-  times_ = QueueTimes{index_, 0, 0};
+  times_ = QueueTimes{index_, 0, 0, 0};
   // Waits of the compute queue for communication, timed (and traced as
   // "wait" spans) only when it had to wait.
   auto waitFor = [&](size_t count, size_t before) {

@@ -1,6 +1,7 @@
 #include "backend/mpi/MpiCommunicator.h"
 
 #include "backend/FaultInjection.h"
+#include "backend/PlanReport.h"
 #include "backend/ProcessGroup.h"
 #include "backend/cpu/Reductions.h"
 
@@ -28,17 +29,6 @@ constexpr int64_t kMaxPiece = int64_t(1) << 30;
 
 int64_t offsetOf(llvm::ArrayRef<int64_t> xs, size_t j) {
   return std::accumulate(xs.begin(), xs.begin() + j, int64_t(0));
-}
-
-std::string sizeStr(int64_t bytes) {
-  char text[32];
-  if (bytes < 1024)
-    std::snprintf(text, sizeof text, "%lld B", static_cast<long long>(bytes));
-  else if (bytes < 1048576)
-    std::snprintf(text, sizeof text, "%.1f KiB", bytes / 1024.0);
-  else
-    std::snprintf(text, sizeof text, "%.1f MiB", bytes / 1048576.0);
-  return text;
 }
 
 } // namespace
@@ -278,6 +268,7 @@ bool Endpoint::checkCounts(llvm::ArrayRef<int64_t> counts, size_t n,
 
 void Endpoint::postSend(Exchange &x, int64_t peer, const void *data,
                         int64_t bytes) {
+  countSent(static_cast<uint64_t>(bytes));
   const auto *p = static_cast<const std::byte *>(data);
   MaybeLock lock(set_.settings().serialize);
   if (corruptNextMessage().exchange(false)) {
@@ -374,7 +365,7 @@ LogicalResult Endpoint::reduce(llvm::StringRef axis, const void *in, void *out,
   size_t bytes = ir::dtypeBytes(dtype);
   std::string what = std::string(max ? "allReduceMax" : "allReduce") +
                      " on axis '" + axis.str() + "' (" +
-                     sizeStr(count * static_cast<int64_t>(bytes)) + ")";
+                     formatBytes(count * bytes) + ")";
   std::vector<int64_t> group;
   size_t me = 0;
   if (!groupOf(axis, what, group, me, error))

@@ -146,6 +146,16 @@ struct SessionOptions {
   std::string precision;
 };
 
+// One device's communication on a mesh (Session::communication).
+struct DeviceCommunication {
+  // The share of its steps' time that its compute queue waited on
+  // communication: the exposed communication, what overlap did not hide.
+  double exposed = 0;
+  // Bytes it sent to other devices per step: the MPI communicator's
+  // messages, or in one process what they would be.
+  double bytesPerStep = 0;
+};
+
 struct StepResult {
   int64_t step = 0; // the step just completed, counted from 1
   double loss = 0;
@@ -190,11 +200,10 @@ public:
   // Steps completed so far (restored by loadCheckpoint).
   int64_t stepCount() const;
 
-  // On a mesh: per device (by index), the share of the time of the steps run
-  // so far that its compute queue spent waiting for communication (the
-  // exposed communication, what overlap did not hide). With several
-  // processes every rank calls it and gets every device's.
-  Result<std::vector<double>> exposedCommunication() const;
+  // On a mesh: per device (by index), its communication over the steps run
+  // so far. With several processes every rank calls it and gets every
+  // device's.
+  Result<std::vector<DeviceCommunication>> communication() const;
 
   // Writes the timeline of the steps run so far on a mesh (options.trace) as
   // a Chrome trace-event JSON file (opens in Perfetto, chrome://tracing).

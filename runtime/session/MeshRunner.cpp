@@ -261,6 +261,7 @@ MeshRunner::runExecutor(backend::cpu::MeshExecutor &executor,
     for (size_t k = 0; k < times_.size(); ++k) {
       times_[k].stepSeconds += executor.lastTimes()[k].stepSeconds;
       times_[k].waitSeconds += executor.lastTimes()[k].waitSeconds;
+      times_[k].bytesSent += executor.lastTimes()[k].bytesSent;
     }
   if (options_.trace) {
     trace_.insert(trace_.end(), executor.trace().begin(),
@@ -424,6 +425,7 @@ FailureOr<RunResult> MeshRunner::run(const NamedTensors &inputs,
   if (failed(joinOutputs(s.logicalOf(s.step), s.step.programs, pieces,
                          out.outputs, diag)))
     return failure();
+  ++steps_;
   // The step counter is read after every step; it is the same on every
   // device.
   auto counter = resident_.front().find(passes::kStepStateName);
@@ -432,8 +434,8 @@ FailureOr<RunResult> MeshRunner::run(const NamedTensors &inputs,
   return out;
 }
 
-FailureOr<std::vector<double>>
-MeshRunner::exposedCommunication(DiagnosticEngine &diag) {
+FailureOr<std::vector<MeshRunner::DeviceCommunication>>
+MeshRunner::communication(DiagnosticEngine &diag) {
   std::vector<backend::cpu::QueueTimes> all = times_;
   if (processes_ && processes_->size() > 1) {
     std::string mine(reinterpret_cast<const char *>(times_.data()),
@@ -451,11 +453,16 @@ MeshRunner::exposedCommunication(DiagnosticEngine &diag) {
       all.insert(all.end(), t, t + r.size() / sizeof(*t));
     }
   }
-  std::vector<double> out(step_.mesh.numDevices(), 0.0);
-  for (const backend::cpu::QueueTimes &t : all)
-    if (t.device >= 0 && t.device < static_cast<int64_t>(out.size()) &&
-        t.stepSeconds > 0)
-      out[t.device] = t.waitSeconds / t.stepSeconds;
+  std::vector<DeviceCommunication> out(step_.mesh.numDevices());
+  for (const backend::cpu::QueueTimes &t : all) {
+    if (t.device < 0 || t.device >= static_cast<int64_t>(out.size()))
+      continue;
+    if (t.stepSeconds > 0)
+      out[t.device].exposed = t.waitSeconds / t.stepSeconds;
+    if (steps_ > 0)
+      out[t.device].bytesPerStep =
+          static_cast<double>(t.bytesSent) / static_cast<double>(steps_);
+  }
   return out;
 }
 

@@ -51,9 +51,13 @@ public:
   FailureOr<backend::cpu::NamedTensors> gather(DiagnosticEngine &diag);
 
   // Per device of the mesh (every rank's, exchanged when the devices are
-  // spread), the share of the steps' time so far that its compute queue
-  // waited for communication. Every rank calls it.
-  FailureOr<std::vector<double>> exposedCommunication(DiagnosticEngine &diag);
+  // spread), its communication over the steps so far. Every rank calls it.
+  struct DeviceCommunication {
+    double exposed = 0;      // share of its steps' time waiting on it
+    double bytesPerStep = 0; // bytes it sent to other devices per step
+  };
+  FailureOr<std::vector<DeviceCommunication>>
+  communication(DiagnosticEngine &diag);
 
   // The parts of the parameters and state this process's devices hold,
   // each once (the device at coordinate 0 of an axis the part is
@@ -113,9 +117,11 @@ private:
   std::vector<std::unique_ptr<backend::cpu::MeshExecutor>> microExecutors_;
   std::vector<size_t> microExecutorOf_;
   std::vector<backend::cpu::TraceEvent> trace_;
-  // Per local device: its steps' time and its compute queue's waits for
-  // communication, summed over every run.
+  // Per local device: its steps' time, its compute queue's waits for
+  // communication and the bytes it sent, summed over every step; and the
+  // steps.
   std::vector<backend::cpu::QueueTimes> times_;
+  int64_t steps_ = 0;
   std::chrono::steady_clock::time_point origin_;
   bool traceStarted_ = false;
 };

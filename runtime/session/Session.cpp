@@ -541,15 +541,18 @@ Status Session::setParameter(const std::string &name, const Tensor &value) {
 
 int64_t Session::stepCount() const { return session::stepCount(*impl_); }
 
-Result<std::vector<double>> Session::exposedCommunication() const {
+Result<std::vector<DeviceCommunication>> Session::communication() const {
   if (!impl_->meshRunner)
-    return Status::error("error: exposed communication is measured only for "
-                         "a step on a mesh (SessionOptions::mesh)");
+    return Status::error("error: communication is measured only for a step "
+                         "on a mesh (SessionOptions::mesh)");
   DiagnosticCollector c(impl_.get());
-  auto shares = impl_->meshRunner->exposedCommunication(c.diag());
-  if (shares.failed())
+  auto devices = impl_->meshRunner->communication(c.diag());
+  if (devices.failed())
     return c.status();
-  return *shares;
+  std::vector<DeviceCommunication> out;
+  for (const auto &d : *devices)
+    out.push_back({d.exposed, d.bytesPerStep});
+  return out;
 }
 
 Status Session::writeTrace(const std::string &path) const {

@@ -176,6 +176,12 @@ TEST_CASE("MPI communicator: every collective is bit-identical to the "
                             viaMpi[d].size()) == 0);
         }
       }
+    // The in-process communicator counts the bytes the MPI one sends.
+    for (int64_t d = 0; d < mesh.numDevices(); ++d) {
+      INFO(text << ", device " << d);
+      CHECK(mpiSet->endpoint(d).bytesSent() > 0);
+      CHECK(mpiSet->endpoint(d).bytesSent() == local.endpoint(d).bytesSent());
+    }
   }
 }
 

@@ -625,8 +625,8 @@ TEST_CASE("Session: the MLP learns a teacher task") {
 } // namespace
 } // namespace mgc
 
-TEST_CASE("session: exposed communication per device on a mesh, and an "
-          "error without one") {
+TEST_CASE("session: communication per device on a mesh, and an error "
+          "without one") {
   mgc::SessionOptions options;
   options.defines = {{"B", "16"}, {"D", "12"}, {"H", "24"}, {"C", "5"}};
   options.mesh = "dp=2,tp=2";
@@ -635,17 +635,19 @@ TEST_CASE("session: exposed communication per device on a mesh, and an "
   for (const mgc::TensorInfo &in : (*s)->inputs())
     REQUIRE((*s)->feed(in.name, mgc::Tensor::zeros(in.dtype, in.shape)));
   REQUIRE((*s)->step());
-  auto shares = (*s)->exposedCommunication();
-  REQUIRE(shares);
-  REQUIRE(shares->size() == 4);
-  for (double x : *shares)
-    CHECK((x >= 0 && x <= 1));
+  auto devices = (*s)->communication();
+  REQUIRE(devices);
+  REQUIRE(devices->size() == 4);
+  for (const mgc::DeviceCommunication &d : *devices) {
+    CHECK((d.exposed >= 0 && d.exposed <= 1));
+    CHECK(d.bytesPerStep > 0);
+  }
   CHECK((*s)->rank() == 0);
   CHECK((*s)->processCount() == 1);
   options.mesh.clear();
   auto one = mgc::Session::create(MGC_SOURCE_DIR "/samples/mlp.mg", options);
   REQUIRE(one);
-  auto none = (*one)->exposedCommunication();
+  auto none = (*one)->communication();
   CHECK_FALSE(none);
   CHECK(none.status().message().find("only for a step on a mesh") !=
         std::string::npos);

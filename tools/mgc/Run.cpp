@@ -11,6 +11,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include "backend/Launch.h"
+#include "backend/PlanReport.h"
 
 #include <mgc/Session.h>
 
@@ -548,14 +549,17 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
   }
   progress.finish(gInterrupted ? "interrupted" : "done");
   if (mesh->mesh && !mesh->mesh->isTrivial()) {
-    auto exposed = s.exposedCommunication();
-    if (!exposed)
-      return errorExit(exposed.status().message());
-    out << "exposed communication (compute waiting on communication, share "
-           "of the step):";
-    for (size_t d = 0; d < exposed->size(); ++d)
-      out << (d ? ", " : " ") << "device " << d << " "
-          << llvm::format("%.1f%%", 100 * (*exposed)[d]);
+    auto devices = s.communication();
+    if (!devices)
+      return errorExit(devices.status().message());
+    out << "communication per device (sent per step; share of the step "
+           "waiting on it):";
+    for (size_t d = 0; d < devices->size(); ++d)
+      out << (d ? "," : "") << " device " << d << " "
+          << backend::formatBytes(
+                 static_cast<uint64_t>((*devices)[d].bytesPerStep))
+          << ", " << llvm::format("%.1f%%", 100 * (*devices)[d].exposed)
+          << " exposed";
     out << "\n";
   }
   if (check) {

@@ -27,3 +27,10 @@ if one != many:
     sys.exit("the logs differ:\n%s\n%s" % (one, many))
 print("identical on %s processes: %d steps, final loss %r" % (sys.argv[3], len(one), one[-1][1]))
 PY
+# The MPI communicator's counted bytes against the simulated mesh's figure.
+sent() { grep '^communication per device' "$1" | sed -E 's/, [0-9.]+% exposed//g'; }
+if [ "$(sent "$dir/one.out")" = "$(sent "$dir/many.out")" ] && [ -n "$(sent "$dir/one.out")" ]; then
+  echo "the same bytes sent per step by every device"
+else
+  echo "bytes sent differ:"; sent "$dir/one.out"; sent "$dir/many.out"
+fi
