@@ -221,6 +221,10 @@ public:
   // the number of processes (0 and 1 otherwise).
   int rank() const;
   int processCount() const;
+  // Whether `flag` is true on any rank (every rank calls it; with one
+  // process, `flag`): for decisions the ranks must take together, such as
+  // stopping after a signal.
+  Result<bool> anyRank(bool flag) const;
 
   // Ends this process with `exitCode` and, when it is one of a job of
   // several processes whose sessions talk over MPI, every other process of

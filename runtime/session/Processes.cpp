@@ -142,6 +142,19 @@ int Session::processCount() const {
   return impl_->processes ? impl_->processes->size() : 1;
 }
 
+Result<bool> Session::anyRank(bool flag) const {
+  if (!impl_->processes || impl_->processes->size() <= 1)
+    return flag;
+  std::vector<std::string> all;
+  std::string error;
+  if (failed(impl_->processes->allGather(flag ? "1" : "0", all, error)))
+    return Status::error("error: " + error);
+  for (const std::string &f : all)
+    if (f == "1")
+      return true;
+  return false;
+}
+
 void Session::abortJob(int exitCode) {
 #if MGC_HAVE_MPI
   if (backend::ProcessGroup *world = backend::mpi::existingWorld())

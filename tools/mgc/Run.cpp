@@ -31,10 +31,13 @@ volatile std::sig_atomic_t gInterrupted = 0;
 // whole job (its peers would wait for it).
 backend::LaunchInfo gJob;
 
-extern "C" void onInterrupt(int) {
-  gInterrupted = 1;
-  // A second Ctrl-C is not caught: it ends the program at once.
-  std::signal(SIGINT, SIG_DFL);
+// Ctrl-C (SIGINT) and SIGTERM (what schedulers such as Slurm, and mpirun
+// on Ctrl-C, send before they kill a job) stop the run after the current
+// step; `gInterrupted` holds the signal.
+extern "C" void onInterrupt(int signal) {
+  gInterrupted = signal;
+  // A second signal is not caught: it ends the program at once.
+  std::signal(signal, SIG_DFL);
 }
 
 // Prints `text` on stderr, each line starting "[rank R] " in a job of
@@ -177,7 +180,8 @@ const CommandSpec &runSpec() {
       s.options.push_back({f.flag, f.metavar, f.help});
     for (OptionSpec o : std::vector<OptionSpec>{
              {"--save", "CKPT",
-              "write a checkpoint at the end (and on Ctrl-C), atomically"},
+              "write a checkpoint at the end (and on Ctrl-C or SIGTERM), "
+              "atomically"},
              {"--save-every", "K", "also write --save every K steps"},
              {"--resume", "CKPT", "continue from a checkpoint"},
              {"--log-json", "FILE", "write one JSON object per step to FILE"},
@@ -235,14 +239,15 @@ const CommandSpec &runSpec() {
         ".npy files by input name; --text/--tokens\nfeed a language model's "
         "tokens, targets and positions inputs.\n\n"
         "Output: on a terminal one progress line redrawn in place; otherwise "
-        "a line\nevery --log-every steps. Then a summary line. Ctrl-C stops "
-        "after the current\nstep (and saves with --save).\n\n"
+        "a line\nevery --log-every steps. Then a summary line. Ctrl-C or "
+        "SIGTERM stops after\nthe current step (and saves with --save); with "
+        "several processes every rank\nstops after the same step.\n\n"
         "Several processes: under mpirun or srun the mesh's devices are "
         "shared out among\nthe processes (their count equal to the mesh's "
         "or dividing it), which talk over\nMPI; rank 0 prints and saves, "
         "errors start with [rank R] (docs/processes.md).\n\n"
         "Exit status: 0 success, 1 bad model, data or checkpoint, 2 usage "
-        "error,\n130 interrupted.\n";
+        "error,\n130 interrupted by Ctrl-C, 143 by SIGTERM.\n";
     return s;
   }();
   return spec;
@@ -480,21 +485,44 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
   out.flush();
 
   gInterrupted = 0;
-  struct sigaction action = {}, previous = {};
+  struct sigaction action = {}, previousInt = {}, previousTerm = {};
   action.sa_handler = onInterrupt;
   sigemptyset(&action.sa_mask);
-  sigaction(SIGINT, &action, &previous);
-  struct RestoreSignal {
-    struct sigaction saved;
-    ~RestoreSignal() { sigaction(SIGINT, &saved, nullptr); }
-  } restore{previous};
+  sigaction(SIGINT, &action, &previousInt);
+  sigaction(SIGTERM, &action, &previousTerm);
+  struct RestoreSignals {
+    struct sigaction savedInt, savedTerm;
+    ~RestoreSignals() {
+      sigaction(SIGINT, &savedInt, nullptr);
+      sigaction(SIGTERM, &savedTerm, nullptr);
+    }
+  } restore{previousInt, previousTerm};
+  // Whether to stop before the next step. With several processes the ranks
+  // agree (a signal may reach them at different steps), so that all stop
+  // after the same step and save together.
+  auto stopNow = [&]() -> std::optional<bool> {
+    bool mine = gInterrupted != 0;
+    if (s.processCount() <= 1)
+      return mine;
+    auto any = s.anyRank(mine);
+    if (!any)
+      return std::nullopt;
+    if (*any && !gInterrupted)
+      gInterrupted = SIGTERM; // a peer was stopped
+    return *any;
+  };
 
   // With a CUDA Graph the next batch is handed over before each step
   // (Session::feedNext), so that its copy to the device overlaps the step.
   bool handOver = options.cudaGraph;
   runtime::Batch batch, nextBatch;
   bool haveNext = false;
-  while (s.stepCount() < steps && !gInterrupted) {
+  while (s.stepCount() < steps) {
+    std::optional<bool> stop = stopNow();
+    if (!stop)
+      return errorExit("the ranks could not agree whether to stop");
+    if (*stop)
+      break;
     auto start = std::chrono::steady_clock::now();
     if (haveNext) {
       batch = std::move(nextBatch); // fed already, by feedNext
@@ -578,7 +606,7 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
       return rc;
     out << "saved step " << s.stepCount() << " to " << savePath << "\n";
   }
-  return gInterrupted ? 130 : kSuccess;
+  return gInterrupted ? 128 + gInterrupted : kSuccess;
 }
 
 } // namespace mgc::cli
