@@ -33,6 +33,14 @@ echo "== the same 20 steps with each batch run as 2 micro-batches per device (gr
 echo "   accumulation: --accumulate 2), checked against one device without it"
 "$mgc" run "$root/samples/gpt.mg" "${tiny[@]}" --steps 20 --lr 1e-2 --log-every 10 \
   --text "$root/samples/data/rhymes.txt" --mesh dp=2,tp=2 --accumulate 2 --check-single
+if command -v mpirun >/dev/null && [ -f "$build/bench/mpi_allreduce" ]; then
+  echo "== the same 20 steps as 4 processes, one per device (mpirun), over MPI: the"
+  echo "   losses equal the simulated mesh's above bit for bit"
+  mpirun=(mpirun --oversubscribe)
+  [ "$(id -u)" -eq 0 ] && mpirun+=(--allow-run-as-root)
+  "${mpirun[@]}" -np 4 "$mgc" run "$root/samples/gpt.mg" "${tiny[@]}" --steps 20 --lr 1e-2 \
+    --log-every 10 --text "$root/samples/data/rhymes.txt" --mesh dp=2,tp=2 </dev/null | cat
+fi
 echo "== the same on samples/data/rhymes.txt for 300 steps on the mesh"
 "$mgc" run "$root/samples/gpt.mg" "${tiny[@]}" --steps 300 --lr 1e-2 --log-every 50 \
   --text "$root/samples/data/rhymes.txt" --mesh dp=2,tp=2 --save "$build/gpt-tiny.ckpt"

@@ -456,7 +456,10 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
   // Rank 0 speaks for the job: progress, the summary and the JSON log.
   bool speaker = s.rank() == 0;
   llvm::raw_ostream &out = speaker ? llvm::outs() : llvm::nulls();
-  bool terminal = llvm::sys::Process::StandardOutIsDisplayed();
+  // Under a launcher, stdout is a pseudo-terminal of mpirun's whatever
+  // mpirun's own output is: print plain lines.
+  bool terminal =
+      llvm::sys::Process::StandardOutIsDisplayed() && s.processCount() <= 1;
   std::string units = setup->tokensPerStep ? "tok" : "samples";
   int64_t perStep =
       setup->tokensPerStep ? setup->tokensPerStep : setup->samplesPerStep;
