@@ -207,6 +207,8 @@ public:
 
   // Writes the timeline of the steps run so far on a mesh (options.trace) as
   // a Chrome trace-event JSON file (opens in Perfetto, chrome://tracing).
+  // With several processes every rank calls it and rank 0 writes every
+  // device's timeline (each rank's times from its own first step).
   Status writeTrace(const std::string &path) const;
 
   // safetensors checkpoints with parameters, optimizer state and metadata;

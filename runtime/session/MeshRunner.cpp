@@ -434,6 +434,71 @@ FailureOr<RunResult> MeshRunner::run(const NamedTensors &inputs,
   return out;
 }
 
+namespace {
+
+// The exchange format of trace events: per event its device, queue, times
+// and the lengths and bytes of its name and detail.
+std::string packEvents(const std::vector<backend::cpu::TraceEvent> &events) {
+  std::string out;
+  for (const backend::cpu::TraceEvent &e : events) {
+    putU64(out, static_cast<uint64_t>(e.device));
+    putU64(out, static_cast<uint64_t>(e.queue));
+    double times[2] = {e.startUs, e.endUs};
+    out.append(reinterpret_cast<const char *>(times), sizeof times);
+    for (const std::string *s : {&e.name, &e.detail}) {
+      putU64(out, s->size());
+      out += *s;
+    }
+  }
+  return out;
+}
+
+bool unpackEvents(const std::string &bytes,
+                  std::vector<backend::cpu::TraceEvent> &into) {
+  PartReader r(bytes);
+  while (r.ok() && !r.done()) {
+    backend::cpu::TraceEvent e;
+    e.device = static_cast<int64_t>(r.u64());
+    e.queue = static_cast<backend::cpu::TraceEvent::Queue>(r.u64());
+    const char *times = r.bytes(2 * sizeof(double));
+    if (!times)
+      return false;
+    std::memcpy(&e.startUs, times, sizeof(double));
+    std::memcpy(&e.endUs, times + sizeof(double), sizeof(double));
+    for (std::string *s : {&e.name, &e.detail}) {
+      uint64_t n = r.u64();
+      const char *text = r.bytes(n);
+      if (!text)
+        return false;
+      s->assign(text, n);
+    }
+    into.push_back(std::move(e));
+  }
+  return r.ok();
+}
+
+} // namespace
+
+FailureOr<std::vector<backend::cpu::TraceEvent>>
+MeshRunner::gatherTrace(DiagnosticEngine &diag) {
+  if (!processes_ || processes_->size() <= 1)
+    return trace_;
+  std::vector<std::string> all;
+  std::string error;
+  if (failed(processes_->allGather(packEvents(trace_), all, error))) {
+    diag.error("gathering the timeline: " + error);
+    return failure();
+  }
+  std::vector<backend::cpu::TraceEvent> out;
+  for (size_t r = 0; r < all.size(); ++r)
+    if (!unpackEvents(all[r], out)) {
+      diag.error("gathering the timeline: rank " + std::to_string(r) +
+                 " sent a malformed message");
+      return failure();
+    }
+  return out;
+}
+
 FailureOr<std::vector<MeshRunner::DeviceCommunication>>
 MeshRunner::communication(DiagnosticEngine &diag) {
   std::vector<backend::cpu::QueueTimes> all = times_;

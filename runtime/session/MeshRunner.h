@@ -69,8 +69,14 @@ public:
   const MeshStep &step() const { return step_; }
   // The devices of step().mesh this process runs.
   llvm::ArrayRef<int64_t> localDevices() const { return local_; }
-  // The timeline of every run since the runner was made (MeshOptions::trace).
+  // The timeline of every run since the runner was made (MeshOptions::trace)
+  // on this process's devices.
   const std::vector<backend::cpu::TraceEvent> &trace() const { return trace_; }
+  // The timeline of every device of the mesh: with several processes each
+  // rank's events (times from its own first step, when the ranks start
+  // together), exchanged. Every rank calls it.
+  FailureOr<std::vector<backend::cpu::TraceEvent>>
+  gatherTrace(DiagnosticEngine &diag);
 
 private:
   MeshRunner(MeshStep step) : step_(std::move(step)) {}

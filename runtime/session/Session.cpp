@@ -560,8 +560,13 @@ Status Session::writeTrace(const std::string &path) const {
     return Status::error("error: a trace is recorded only for a step on a "
                          "mesh (SessionOptions::mesh and trace)");
   DiagnosticCollector c(impl_.get());
-  if (failed(backend::cpu::writeChromeTrace(impl_->meshRunner->trace(), path,
-                                            c.diag())))
+  auto events = impl_->meshRunner->gatherTrace(c.diag());
+  if (events.failed())
+    return c.status();
+  // With several processes rank 0 writes every device's timeline.
+  if (rank() != 0)
+    return Status::ok();
+  if (failed(backend::cpu::writeChromeTrace(*events, path, c.diag())))
     return c.status();
   return Status::ok();
 }

@@ -330,14 +330,12 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
                           " needs a mesh (--mesh or --devices) or "
                           "--accumulate");
   }
-  if (gJob.size > 1)
-    for (const char *flag : {"--trace", "--check-single"})
-      if (args->has(flag))
-        return usageError(
-            std::string(flag) + " runs in one process (this is rank " +
-            std::to_string(gJob.rank) + " of " + std::to_string(gJob.size) +
-            "): check the mesh in one process, where it is "
-            "simulated exactly as its processes run it");
+  if (gJob.size > 1 && args->has("--check-single"))
+    return usageError("--check-single runs in one process (this is rank " +
+                      std::to_string(gJob.rank) + " of " +
+                      std::to_string(gJob.size) +
+                      "): check the mesh in one process, where it is "
+                      "simulated exactly as its processes run it");
   if (args->has("--comm-timeout")) {
     if (!parseNumber(args->get("--comm-timeout"), options.commTimeout) ||
         !(options.commTimeout > 0))
