@@ -145,6 +145,13 @@ LogicalResult session::syncHost(Session::Impl &impl, DiagnosticEngine &diag) {
 
 void session::hostChanged(Session::Impl &impl) { impl.deviceCurrent = false; }
 
+void session::dropHostCopies(Session::Impl &impl) {
+  for (auto it = impl.persistent.begin(); it != impl.persistent.end();)
+    it = it->first == passes::kStepStateName ? std::next(it)
+                                             : impl.persistent.erase(it);
+  impl.hostStale = true;
+}
+
 int64_t session::stepCount(const Session::Impl &impl) {
   auto it = impl.persistent.find(passes::kStepStateName);
   if (it == impl.persistent.end() || it->second.numel() != 1)
@@ -390,6 +397,7 @@ Session::create(const std::string &path, const SessionOptions &options) {
     if (failed(impl->meshRunner->load(impl->persistent, diag)))
       return c.status();
     impl->deviceCurrent = true;
+    session::dropHostCopies(*impl);
   }
   return std::unique_ptr<Session>(new Session(std::move(impl)));
 }
@@ -471,7 +479,7 @@ Result<StepResult> Session::step() {
   if (run.failed())
     return c.status();
   if (mesh)
-    impl_->hostStale = true;
+    session::dropHostCopies(*impl_);
   for (auto &[name, t] : impl_->fedNext)
     impl_->fed.insert_or_assign(name, std::move(t));
   impl_->fedNext.clear();

@@ -73,6 +73,10 @@ LogicalResult syncHost(Session::Impl &impl, DiagnosticEngine &diag);
 // Says that `persistent` was changed on the host: the next CUDA step copies
 // it to the device. Call after writing it.
 void hostChanged(Session::Impl &impl);
+// On a mesh, whose devices hold the parameters and state: frees the whole
+// host copies in `persistent` (all but the step counter, which every step
+// returns); syncHost joins them again when someone reads them.
+void dropHostCopies(Session::Impl &impl);
 // Runs the training step (`step`) or the forward program on the session's
 // backend (not the mesh).
 // A training step on the CUDA backend may take the next step's inputs
