@@ -56,5 +56,11 @@ double roundToDType(double value, DType dtype);
 // pure function of (seed, name, init, type), so every backend and every
 // device agrees on it.
 HostTensor initParameter(const Value &param, uint64_t seed);
+// The box of that value that starts at `offsets` and has `shape` (a
+// device's part of a parameter), computed without the rest of it: the same
+// elements as the whole initParameter holds there.
+HostTensor initParameterSlab(const Value &param, uint64_t seed,
+                             llvm::ArrayRef<int64_t> offsets,
+                             llvm::ArrayRef<int64_t> shape);
 
 } // namespace mgc::ir

@@ -28,36 +28,56 @@ void xavierFans(const Shape &shape, double &fanIn, double &fanOut) {
 } // namespace
 
 HostTensor initParameter(const Value &param, uint64_t seed) {
-  HostTensor t(param.type());
+  llvm::ArrayRef<int64_t> shape = param.type().shape;
+  return initParameterSlab(param, seed, std::vector<int64_t>(shape.size(), 0),
+                           shape);
+}
+
+HostTensor initParameterSlab(const Value &param, uint64_t seed,
+                             llvm::ArrayRef<int64_t> offsets,
+                             llvm::ArrayRef<int64_t> shape) {
+  const TensorType &whole = param.type();
+  HostTensor t(TensorType(whole.dtype,
+                          std::vector<int64_t>(shape.begin(), shape.end())));
   const Init &init = param.init();
   const uint64_t stream = hashName(param.name());
   std::vector<double> &d = t.data;
-  switch (init.kind) {
-  case InitKind::Zeros:
-    break;
-  case InitKind::Ones:
-    std::fill(d.begin(), d.end(), 1.0);
-    break;
-  case InitKind::Normal:
-    for (size_t i = 0; i < d.size(); ++i)
-      d[i] = init.a + init.b * standardNormal(seed, stream, i);
-    break;
-  case InitKind::Uniform:
-    for (size_t i = 0; i < d.size(); ++i)
-      d[i] = init.a + (init.b - init.a) * uniform01(seed, stream, i);
-    break;
-  case InitKind::Xavier: {
-    double fanIn = 0, fanOut = 0;
-    xavierFans(t.type.shape, fanIn, fanOut);
-    // With no elements there is nothing to scale (and fanIn + fanOut may be
-    // zero); otherwise both fans are at least 1.
-    if (d.empty())
-      break;
-    double r = std::sqrt(6.0 / (fanIn + fanOut));
-    for (size_t i = 0; i < d.size(); ++i)
-      d[i] = -r + 2 * r * uniform01(seed, stream, i);
-    break;
-  }
+  double fanIn = 0, fanOut = 0, r = 0;
+  xavierFans(whole.shape, fanIn, fanOut);
+  // With no elements there is nothing to scale (and fanIn + fanOut may be
+  // zero); otherwise both fans are at least 1.
+  if (init.kind == InitKind::Xavier && whole.size() > 0)
+    r = std::sqrt(6.0 / (fanIn + fanOut));
+  // Element j of the box is element `at` of the whole tensor: the value is
+  // a function of the whole tensor's flat index.
+  auto value = [&](uint64_t at) -> double {
+    switch (init.kind) {
+    case InitKind::Zeros:
+      return 0.0;
+    case InitKind::Ones:
+      return 1.0;
+    case InitKind::Normal:
+      return init.a + init.b * standardNormal(seed, stream, at);
+    case InitKind::Uniform:
+      return init.a + (init.b - init.a) * uniform01(seed, stream, at);
+    case InitKind::Xavier:
+      return -r + 2 * r * uniform01(seed, stream, at);
+    }
+    return 0.0;
+  };
+  size_t rank = shape.size();
+  std::vector<int64_t> index(rank, 0);
+  for (size_t j = 0; j < d.size(); ++j) {
+    uint64_t at = 0;
+    for (size_t k = 0; k < rank; ++k)
+      at = at * static_cast<uint64_t>(whole.shape[k]) +
+           static_cast<uint64_t>(index[k] + offsets[k]);
+    d[j] = value(at);
+    for (size_t k = rank; k-- > 0;) {
+      if (++index[k] < shape[k])
+        break;
+      index[k] = 0;
+    }
   }
   return t;
 }

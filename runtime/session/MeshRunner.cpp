@@ -1,5 +1,6 @@
 #include "runtime/session/MeshRunner.h"
 
+#include "ir/Interpreter.h"
 #include "passes/Optimizer.h"
 #include "runtime/ShardTensor.h"
 
@@ -174,6 +175,43 @@ MeshRunner::create(MeshStep step, const backend::cpu::MeshOptions &options,
     r->microExecutorOf_.push_back(it->second);
   }
   return r;
+}
+
+LogicalResult MeshRunner::initialize(uint64_t seed, DiagnosticEngine &diag) {
+  const MeshStep &s = step_;
+  const ir::Graph &logical = s.logicalOf(s.step).graph();
+  for (size_t k = 0; k < local_.size(); ++k) {
+    int64_t d = local_[k];
+    for (const auto &arg : s.step.programs.programFor(d).graph().arguments()) {
+      if (!arg->isPersistent())
+        continue;
+      const ir::Value *whole = logical.findArgument(arg->name());
+      if (!whole) {
+        diag.error("tensor '" + arg->name() + "' is not in the step");
+        return failure();
+      }
+      const ir::Sharding &sharding = arg->sharding();
+      bool partial = false;
+      for (const ir::MeshAxis &axis : s.mesh.axes())
+        partial |= sharding.get(axis.name).isPartial();
+      runtime::Tensor part;
+      if (partial) {
+        // Coordinate 0 holds the value, the others zeros: cut it.
+        part = runtime::shardTensor(
+            runtime::Tensor::fromHost(ir::initParameter(*whole, seed)),
+            sharding, s.mesh, d);
+      } else {
+        ir::TensorType type =
+            ir::localType(whole->type(), sharding, s.mesh, s.mesh.coords(d));
+        part = runtime::Tensor::fromHost(ir::initParameterSlab(
+            *whole, seed,
+            runtime::partOffsets(whole->type(), sharding, s.mesh, d),
+            type.shape));
+      }
+      resident_[k].insert_or_assign(arg->name(), std::move(part));
+    }
+  }
+  return success();
 }
 
 LogicalResult MeshRunner::load(const NamedTensors &whole,

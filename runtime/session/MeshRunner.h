@@ -32,6 +32,11 @@ public:
   create(MeshStep step, const backend::cpu::MeshOptions &options,
          backend::ProcessGroup *processes, DiagnosticEngine &diag);
 
+  // Initialises each device's parts of the parameters and state from
+  // `seed`, as the whole tensors' initialisers would (ir::initParameterSlab),
+  // without making the whole tensors.
+  LogicalResult initialize(uint64_t seed, DiagnosticEngine &diag);
+
   // Cuts each device's parts of the parameters and state from whole
   // tensors (every persistent argument of the step, by name); every rank
   // passes the same.

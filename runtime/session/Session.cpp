@@ -114,6 +114,14 @@ session::runProgram(Session::Impl &impl, bool step,
     return impl.cudaForward->run(arguments, diag);
   }
 #endif
+  if (!step && !impl.forwardRunner) {
+    // A mesh session makes its one-device forward executor (and its arena)
+    // only when forward() is first called.
+    impl.forwardRunner =
+        backend::cpu::CpuExecutor::create(*impl.forwardExe, impl.cpu, diag);
+    if (!impl.forwardRunner)
+      return failure();
+  }
   return (step ? impl.stepRunner : impl.forwardRunner)->run(arguments, diag);
 }
 
@@ -380,24 +388,27 @@ Session::create(const std::string &path, const SessionOptions &options) {
   } else {
     impl->main = impl->forwardExe->module.get();
   }
-  if (!*onCuda)
+  impl->cpu = cpu;
+  if (!*onCuda && !impl->meshRunner) {
     impl->forwardRunner =
         backend::cpu::CpuExecutor::create(*impl->forwardExe, cpu, diag);
-  if (!*onCuda && !impl->forwardRunner)
-    return c.status();
+    if (!impl->forwardRunner)
+      return c.status();
+  }
 
-  // Parameters and state from their initialisers, as every backend does.
+  // Parameters and state from their initialisers, as every backend does;
+  // on a mesh each device makes only its parts (the host keeps the step
+  // counter).
   for (const auto &arg : impl->main->graph().arguments())
-    if (arg->isPersistent())
+    if (arg->isPersistent() &&
+        (!impl->meshRunner || arg->name() == passes::kStepStateName))
       impl->persistent.emplace(
           arg->name(),
           runtime::Tensor::fromHost(ir::initParameter(*arg, options.seed)));
-  // The devices of a mesh hold their parts from the start.
   if (impl->meshRunner) {
-    if (failed(impl->meshRunner->load(impl->persistent, diag)))
+    if (failed(impl->meshRunner->initialize(options.seed, diag)))
       return c.status();
-    impl->deviceCurrent = true;
-    session::dropHostCopies(*impl);
+    impl->deviceCurrent = impl->hostStale = true;
   }
   return std::unique_ptr<Session>(new Session(std::move(impl)));
 }

@@ -26,6 +26,9 @@ struct Session::Impl {
   // program.
   std::unique_ptr<backend::Executable> stepExe, forwardExe;
   std::unique_ptr<backend::cpu::CpuExecutor> stepRunner, forwardRunner;
+  // The CPU executors' options (a mesh session makes its forward executor
+  // on the first forward()).
+  backend::cpu::CpuOptions cpu;
 #if MGC_HAVE_CUDA
   // On the CUDA backend: the executors of the step (if any) and the forward
   // program, instead of stepRunner and forwardRunner.

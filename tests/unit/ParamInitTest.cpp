@@ -87,3 +87,33 @@ TEST_CASE("initParameter: uniform and xavier stay within their bounds") {
   CHECK(maxAbs1 <= r1);
   CHECK(maxAbs1 > 0.98 * r1);
 }
+
+TEST_CASE("initParameterSlab: a box holds the whole tensor's elements there, "
+          "for every initialiser") {
+  for (InitKind kind : {InitKind::Zeros, InitKind::Ones, InitKind::Normal,
+                        InitKind::Uniform, InitKind::Xavier}) {
+    Graph g;
+    Shape shape = {3, 5, 4};
+    Value *p =
+        g.addParam("w", TensorType(DType::F32, shape), Init{kind, 0.5, 2.0});
+    HostTensor whole = initParameter(*p, 7);
+    // Boxes of several shapes, at several offsets, the whole one included.
+    struct Box {
+      Shape offsets, shape;
+    };
+    for (const Box &b :
+         {Box{{0, 0, 0}, {3, 5, 4}}, Box{{1, 2, 0}, {2, 3, 4}},
+          Box{{2, 0, 3}, {1, 5, 1}}, Box{{0, 4, 1}, {3, 1, 2}}}) {
+      HostTensor slab = initParameterSlab(*p, 7, b.offsets, b.shape);
+      REQUIRE(slab.type == TensorType(DType::F32, b.shape));
+      size_t j = 0;
+      for (int64_t x = 0; x < b.shape[0]; ++x)
+        for (int64_t y = 0; y < b.shape[1]; ++y)
+          for (int64_t z = 0; z < b.shape[2]; ++z, ++j) {
+            int64_t at = ((x + b.offsets[0]) * 5 + y + b.offsets[1]) * 4 + z +
+                         b.offsets[2];
+            CHECK(slab.data[j] == whole.data[at]);
+          }
+    }
+  }
+}

@@ -652,3 +652,39 @@ TEST_CASE("session: communication per device on a mesh, and an error "
   CHECK(none.status().message().find("only for a step on a mesh") !=
         std::string::npos);
 }
+
+TEST_CASE("session: on a mesh each device initialises its own parts, equal "
+          "to the whole parameters of one device") {
+  mgc::SessionOptions options;
+  options.defines = {{"V", "64"}, {"T", "8"}, {"D", "16"},
+                     {"H", "2"},  {"L", "1"}, {"B", "4"}};
+  auto one = mgc::Session::create(MGC_SOURCE_DIR "/samples/gpt.mg", options);
+  REQUIRE(one);
+  for (const char *mesh : {"dp=2,tp=2", "tp=3", "dp=2"}) {
+    options.mesh = mesh;
+    options.zero = std::string(mesh) == "dp=2" ? 2 : 0;
+    auto s = mgc::Session::create(MGC_SOURCE_DIR "/samples/gpt.mg", options);
+    REQUIRE(s);
+    for (const mgc::TensorInfo &p : (*one)->parameters()) {
+      INFO(mesh << ": " << p.name);
+      auto a = (*one)->parameter(p.name), b = (*s)->parameter(p.name);
+      REQUIRE(a);
+      REQUIRE(b);
+      REQUIRE(a->nbytes() == b->nbytes());
+      CHECK(std::memcmp(a->data(), b->data(), a->nbytes()) == 0);
+    }
+    // forward() joins the parts and runs on one device: the same outputs.
+    for (auto *session : {one->get(), s->get()})
+      for (const mgc::TensorInfo &in : session->inputs())
+        REQUIRE(session->feed(in.name, mgc::Tensor::zeros(in.dtype, in.shape)));
+    auto fa = (*one)->forward(), fb = (*s)->forward();
+    REQUIRE(fa);
+    REQUIRE(fb);
+    REQUIRE(fa->size() == fb->size());
+    for (const auto &[name, t] : *fa) {
+      INFO(mesh << ": output " << name);
+      REQUIRE(fb->count(name));
+      CHECK(std::memcmp(t.data(), fb->at(name).data(), t.nbytes()) == 0);
+    }
+  }
+}
