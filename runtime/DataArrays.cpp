@@ -44,7 +44,8 @@ public:
     for (const BoundArray &bound : arrays_) {
       const InputSpec &input = inputs_[bound.input];
       Tensor t(input.type);
-      for (int64_t r = 0; r < batch_; ++r) {
+      RowRange rows = rowsOf(input.name, batch_);
+      for (int64_t r = rows.begin; r < rows.end; ++r) {
         int64_t row = options_.shuffle ? perm_[first + r] : first + r;
         copyNpyElements(bound.array, row * bound.rowElems, bound.rowElems, t,
                         r * bound.rowElems);

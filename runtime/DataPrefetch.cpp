@@ -38,6 +38,21 @@ public:
     return llvm::Error::success();
   }
 
+  void restrictRows(const std::string &name, RowRange rows) override {
+    // Batches read ahead have every row: read them again.
+    stop();
+    queue_.clear();
+    failed_ = false;
+    error_.clear();
+    inner_->restrictRows(name, rows);
+    if (llvm::Error err = inner_->seek(position_)) {
+      failed_ = true;
+      error_ = llvm::toString(std::move(err));
+      return;
+    }
+    start();
+  }
+
   llvm::Error seek(int64_t step) override {
     stop();
     queue_.clear();

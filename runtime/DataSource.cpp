@@ -2,11 +2,20 @@
 
 #include "support/Random.h"
 
+#include <algorithm>
 #include <numeric>
 
 namespace mgc::runtime {
 
 BatchSource::~BatchSource() = default;
+
+RowRange BatchSource::rowsOf(const std::string &input, int64_t n) const {
+  auto it = rows_.find(input);
+  if (it == rows_.end())
+    return {0, n};
+  return {std::clamp<int64_t>(it->second.begin, 0, n),
+          std::clamp<int64_t>(it->second.end, 0, n)};
+}
 
 std::vector<int64_t> epochPermutation(int64_t n, uint64_t seed, int64_t epoch) {
   std::vector<int64_t> perm(static_cast<size_t>(std::max<int64_t>(n, 0)));

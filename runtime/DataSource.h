@@ -26,9 +26,22 @@ struct InputSpec {
   ir::TensorType type;
 };
 
+// Rows [begin, end) of an input's first dimension.
+struct RowRange {
+  int64_t begin = 0, end = 0;
+};
+
 class BatchSource {
 public:
   virtual ~BatchSource();
+
+  // Makes next() read only rows `rows` of input `name`'s first dimension,
+  // leaving the other rows zero: for a process whose devices use only
+  // those rows of each batch (a rank's share), which need not be read.
+  // By default every row is read.
+  virtual void restrictRows(const std::string &name, RowRange rows) {
+    rows_[name] = rows;
+  }
 
   // The inputs every batch holds, in the order given at creation.
   virtual const std::vector<InputSpec> &inputs() const = 0;
@@ -44,6 +57,13 @@ public:
   virtual std::optional<int64_t> batchesPerEpoch() const {
     return std::nullopt;
   }
+
+protected:
+  // The rows of `input` (of `n` rows per batch) next() reads.
+  RowRange rowsOf(const std::string &input, int64_t n) const;
+
+private:
+  std::map<std::string, RowRange> rows_;
 };
 
 // A permutation of [0, n), a pure function of (seed, epoch): Fisher-Yates

@@ -33,9 +33,17 @@ public:
       // k * n + i of the input's stream.
       uint64_t base = static_cast<uint64_t>(step_) * static_cast<uint64_t>(n);
       uint64_t stream = hashName("data.synthetic." + input.name);
+      // The elements of the rows to make (all of a scalar input).
+      int64_t lo = 0, hi = n;
+      if (input.type.rank() > 0 && input.type.shape[0] > 0) {
+        int64_t perRow = n / input.type.shape[0];
+        RowRange rows = rowsOf(input.name, input.type.shape[0]);
+        lo = rows.begin * perRow;
+        hi = rows.end * perRow;
+      }
       if (ir::isInteger(input.type.dtype)) {
         int64_t range = options_.intRange.at(input.name);
-        for (int64_t i = 0; i < n; ++i) {
+        for (int64_t i = lo; i < hi; ++i) {
           int64_t v =
               uniformBelow(randomBits(options_.seed, stream, base + i), range);
           if (input.type.dtype == ir::DType::I32)
@@ -44,7 +52,7 @@ public:
             t.as<int64_t>()[i] = v;
         }
       } else {
-        for (int64_t i = 0; i < n; ++i)
+        for (int64_t i = lo; i < hi; ++i)
           t.set(i, options_.stddev *
                        standardNormal(options_.seed, stream, base + i));
       }

@@ -85,7 +85,8 @@ llvm::Error TokenSource::next(Batch &out) {
         store(t, i, i % context_);
     } else {
       int64_t shift = input.name == options_.targetsInput ? 1 : 0;
-      for (int64_t b = 0; b < batch_; ++b) {
+      RowRange rows = rowsOf(input.name, batch_);
+      for (int64_t b = rows.begin; b < rows.end; ++b) {
         int64_t window = options_.shuffle ? perm_[first + b] : first + b;
         int64_t start = window * context_ + shift;
         for (int64_t i = 0; i < context_; ++i) {

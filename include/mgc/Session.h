@@ -223,6 +223,11 @@ public:
   // the number of processes (0 and 1 otherwise).
   int rank() const;
   int processCount() const;
+  // The rows [first, second) of input `name`'s first dimension that this
+  // process's devices read each step: with several processes a rank's
+  // share of a batched input (feed() still takes the whole batch, and the
+  // other rows may be left zero); otherwise every row.
+  std::pair<int64_t, int64_t> inputRows(const std::string &name) const;
   // Whether `flag` is true on any rank (every rank calls it; with one
   // process, `flag`): for decisions the ranks must take together, such as
   // stopping after a signal.

@@ -569,6 +569,40 @@ MeshRunner::communication(DiagnosticEngine &diag) {
   return out;
 }
 
+std::pair<int64_t, int64_t>
+MeshRunner::inputRows(const std::string &name) const {
+  const MeshStep &s = step_;
+  const ir::Value *whole = s.logicalOf(s.step).graph().findArgument(name);
+  if (s.accumulate > 1 && !whole)
+    whole = s.logicalOf(s.micro).graph().findArgument(name);
+  if (!whole || whole->type().rank() == 0)
+    return {0, 0};
+  int64_t rows = whole->type().shape[0];
+  int64_t lo = rows, hi = 0;
+  // Every program a local device runs: the step, and with accumulation the
+  // program of each of its micro-batches.
+  auto cover = [&](const MeshPart &part, int64_t v) {
+    const ir::Value *arg =
+        part.programs.programFor(v).graph().findArgument(name);
+    if (!arg || arg->kind() != ir::ValueKind::Input)
+      return;
+    const ir::Mesh &mesh = part.programs.mesh;
+    int64_t begin =
+        runtime::partOffsets(whole->type(), arg->sharding(), mesh, v)[0];
+    int64_t size =
+        ir::localType(whole->type(), arg->sharding(), mesh, mesh.coords(v))
+            .shape[0];
+    lo = std::min(lo, begin);
+    hi = std::max(hi, begin + size);
+  };
+  for (int64_t d : local_) {
+    cover(s.step, d);
+    for (int64_t i = 1; s.accumulate > 1 && i <= s.accumulate; ++i)
+      cover(s.micro, passes::microBatchDevice(s.mesh, s.accumulate, d, i - 1));
+  }
+  return lo < hi ? std::make_pair(lo, hi) : std::make_pair(int64_t(0), rows);
+}
+
 std::map<std::string, ir::TensorType> MeshRunner::persistentTypes() const {
   std::map<std::string, ir::TensorType> out;
   for (const auto &arg : step_.logicalOf(step_.step).graph().arguments())

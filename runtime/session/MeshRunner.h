@@ -71,6 +71,10 @@ public:
   std::vector<runtime::TensorSlab> localSlabs() const;
   std::map<std::string, ir::TensorType> persistentTypes() const;
 
+  // The rows of input `name`'s first dimension that this process's devices
+  // read ([0, rows) when they read them all, or the input has none).
+  std::pair<int64_t, int64_t> inputRows(const std::string &name) const;
+
   const MeshStep &step() const { return step_; }
   // The devices of step().mesh this process runs.
   llvm::ArrayRef<int64_t> localDevices() const { return local_; }

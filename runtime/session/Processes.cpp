@@ -142,6 +142,15 @@ int Session::processCount() const {
   return impl_->processes ? impl_->processes->size() : 1;
 }
 
+std::pair<int64_t, int64_t> Session::inputRows(const std::string &name) const {
+  const ir::Value *v =
+      session::findArgument(*impl_, name, ir::ValueKind::Input);
+  int64_t rows = v && v->type().rank() > 0 ? v->type().shape[0] : 0;
+  if (!impl_->meshRunner || !impl_->processes)
+    return {0, rows};
+  return impl_->meshRunner->inputRows(name);
+}
+
 Result<bool> Session::anyRank(bool flag) const {
   if (!impl_->processes || impl_->processes->size() <= 1)
     return flag;

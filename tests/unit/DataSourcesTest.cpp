@@ -2,13 +2,16 @@
 
 #include "runtime/DataArrays.h"
 #include "runtime/DataNpy.h"
+#include "runtime/DataPrefetch.h"
 #include "runtime/DataSynthetic.h"
 #include "runtime/DataTokens.h"
 
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <numeric>
 #include <set>
+#include <thread>
 
 using namespace mgc;
 using namespace mgc::runtime;
@@ -397,4 +400,83 @@ TEST_CASE("data: token files that are missing, short or odd are refused") {
                                    spec("pos", ir::DType::I32, {7})},
                                   options))
             .find("position input 'pos' is i32[7]") != std::string::npos);
+}
+
+namespace {
+
+// Checks that `restricted` (rows [lo, hi) of every batched input) gives the
+// rows of `whole` there and zeros elsewhere, for `n` batches.
+void checkRestricted(BatchSource &whole, BatchSource &restricted, int64_t lo,
+                     int64_t hi, int n) {
+  std::vector<Batch> a = take(whole, n), b = take(restricted, n);
+  for (int k = 0; k < n; ++k)
+    for (const auto &[name, t] : a[k]) {
+      INFO("batch " << k << ", input " << name);
+      const Tensor &r = b[k].at(name);
+      REQUIRE(r.type() == t.type());
+      if (t.shape().empty() || name == "pos") {
+        CHECK(sameBytes(t, r)); // not batched: read whole
+        continue;
+      }
+      int64_t perRow = t.numel() / t.shape()[0];
+      for (int64_t i = 0; i < t.numel(); ++i) {
+        int64_t row = i / perRow;
+        CHECK(r.get(i) == (row >= lo && row < hi ? t.get(i) : 0.0));
+      }
+    }
+}
+
+} // namespace
+
+TEST_CASE("data: a source restricted to some rows reads only those, the "
+          "others zero, through read-ahead too") {
+  TempDir dir;
+  SUBCASE("synthetic") {
+    std::vector<InputSpec> inputs = {spec("x", ir::DType::F32, {6, 3}),
+                                     spec("y", ir::DType::I32, {6})};
+    SyntheticOptions options;
+    options.seed = 5;
+    options.intRange["y"] = 7;
+    auto whole = orFail(makeSyntheticSource(inputs, options));
+    auto part = orFail(makeSyntheticSource(inputs, options));
+    part->restrictRows("x", {2, 5});
+    part->restrictRows("y", {2, 5});
+    checkRestricted(*whole, *part, 2, 5, 3);
+  }
+  SUBCASE("npy rows, shuffled, behind a prefetching reader") {
+    writeRows(dir, 12);
+    ArraySourceOptions options;
+    options.seed = 4;
+    options.shuffle = true;
+    auto make = [&] {
+      return orFail(makeArraySource(
+          rowInputs(4), {{"x", dir.file("x.npy")}, {"y", dir.file("y.npy")}},
+          options));
+    };
+    auto whole = make();
+    auto part = makePrefetchingSource(make(), 2);
+    // Batches already read ahead are read again with the rows restricted.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    part->restrictRows("x", {1, 3});
+    part->restrictRows("y", {1, 3});
+    checkRestricted(*whole, *part, 1, 3, 5);
+  }
+  SUBCASE("text tokens") {
+    std::string text;
+    for (int i = 0; i < 61; ++i)
+      text += static_cast<char>('a' + i % 26);
+    writeBytes(dir.file("corpus.txt"), text);
+    std::vector<InputSpec> inputs = {spec("idx", ir::DType::I32, {3, 4}),
+                                     spec("targets", ir::DType::I32, {3, 4}),
+                                     spec("pos", ir::DType::I64, {4})};
+    TokenSourceOptions options;
+    options.path = dir.file("corpus.txt");
+    options.positionsInput = "pos";
+    options.seed = 2;
+    auto whole = orFail(makeTokenSource(inputs, options));
+    auto part = orFail(makeTokenSource(inputs, options));
+    part->restrictRows("idx", {2, 3});
+    part->restrictRows("targets", {2, 3});
+    checkRestricted(*whole, *part, 2, 3, 4);
+  }
 }

@@ -441,6 +441,12 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
   auto setup = makeDataSource(s.inputs(), facts, data);
   if (!setup)
     return errorExit(llvm::toString(setup.takeError()));
+  // With several processes each rank reads only the rows its devices use.
+  if (s.processCount() > 1)
+    for (const TensorInfo &input : s.inputs()) {
+      auto [first, last] = s.inputRows(input.name);
+      setup->source->restrictRows(input.name, {first, last});
+    }
   // A resumed run sees the batches an uninterrupted one would have.
   if (auto err = setup->source->seek(firstStep))
     return errorExit(llvm::toString(std::move(err)));
