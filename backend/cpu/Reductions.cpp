@@ -27,16 +27,30 @@ template <> struct SumOf<int64_t> {
   static int64_t store(A v) { return static_cast<int64_t>(v); }
 };
 
+// Element by element in source order, as (s0 + s1) + s2 ...; the loop runs
+// over blocks of elements, each source added to the whole block in turn so
+// that the inner loops vectorise, and each element still sees the same
+// additions in the same order.
 template <typename S>
 void sumInto(llvm::ArrayRef<const std::byte *> srcs, std::byte *dst,
              int64_t n) {
   using Sum = SumOf<S>;
+  using A = typename Sum::A;
+  constexpr int64_t kBlock = 1024;
+  A acc[kBlock];
   S *d = reinterpret_cast<S *>(dst);
-  for (int64_t i = 0; i < n; ++i) {
-    typename Sum::A acc = Sum::load(reinterpret_cast<const S *>(srcs[0])[i]);
-    for (size_t j = 1; j < srcs.size(); ++j)
-      acc += Sum::load(reinterpret_cast<const S *>(srcs[j])[i]);
-    d[i] = Sum::store(acc);
+  for (int64_t at = 0; at < n; at += kBlock) {
+    int64_t len = std::min(kBlock, n - at);
+    const S *first = reinterpret_cast<const S *>(srcs[0]) + at;
+    for (int64_t i = 0; i < len; ++i)
+      acc[i] = Sum::load(first[i]);
+    for (size_t j = 1; j < srcs.size(); ++j) {
+      const S *src = reinterpret_cast<const S *>(srcs[j]) + at;
+      for (int64_t i = 0; i < len; ++i)
+        acc[i] += Sum::load(src[i]);
+    }
+    for (int64_t i = 0; i < len; ++i)
+      d[at + i] = Sum::store(acc[i]);
   }
 }
 
