@@ -113,13 +113,17 @@ struct Exchange {
   // Per request: the peer device and, for a receive, its expected bytes
   // (-1 for a send).
   std::vector<Recv> what;
-  // Where the call receives the parts it reduces.
-  std::vector<std::byte> scratch;
+  // Where the call receives the parts it reduces: the endpoint's buffer,
+  // kept between calls (grown, never shrunk, not cleared).
+  std::unique_ptr<std::byte[]> *scratch = nullptr;
 
-  // After a failed wait the requests may still write into `scratch`: it is
-  // handed over to live until the process ends (which it does soon: a
-  // failed call ends the job).
-  void abandon() { new std::vector<std::byte>(std::move(scratch)); }
+  // After a failed wait the requests may still write into the scratch
+  // buffer: it is handed over to live until the process ends (which it
+  // does soon: a failed call ends the job), and the endpoint starts anew.
+  void abandon() {
+    if (scratch)
+      (void)scratch->release();
+  }
 };
 
 class Endpoint final : public Communicator {
@@ -171,8 +175,20 @@ private:
   LogicalResult finish(Exchange &x, const std::string &what,
                        std::string &error);
 
+  // A buffer of at least `bytes` for the parts a call receives.
+  std::byte *scratchFor(Exchange &x, size_t bytes) {
+    if (bytes > scratchBytes_ || !scratch_) {
+      scratch_.reset(new std::byte[bytes]);
+      scratchBytes_ = bytes;
+    }
+    x.scratch = &scratch_;
+    return scratch_.get();
+  }
+
   MpiSet &set_;
   int64_t device_;
+  std::unique_ptr<std::byte[]> scratch_;
+  size_t scratchBytes_ = 0;
 };
 
 class MpiSet final : public CommunicatorSet {
@@ -389,11 +405,10 @@ LogicalResult Endpoint::reduce(llvm::StringRef axis, const void *in, void *out,
   // the parts in coordinate order.
   int64_t mine = lo(me + 1) - lo(me);
   Exchange x;
-  std::vector<std::byte> &scratch = x.scratch;
-  scratch.resize(n * mine * bytes);
+  std::byte *scratch = scratchFor(x, n * mine * bytes);
   for (size_t j = 0; j < n; ++j)
     if (j != me) {
-      postRecv(x, group[j], scratch.data() + j * mine * bytes, mine * bytes);
+      postRecv(x, group[j], scratch + j * mine * bytes, mine * bytes);
       postSend(x, group[j], src + lo(j) * bytes, (lo(j + 1) - lo(j)) * bytes);
     }
   if (failed(finish(x, what, error)))
@@ -401,7 +416,7 @@ LogicalResult Endpoint::reduce(llvm::StringRef axis, const void *in, void *out,
   std::vector<const std::byte *> parts;
   for (size_t j = 0; j < n; ++j)
     parts.push_back(j == me ? src + lo(me) * bytes
-                            : scratch.data() + j * mine * bytes);
+                            : scratch + j * mine * bytes);
   if (max)
     cpu::maxParts(dtype, parts, dst + lo(me) * bytes, mine);
   else
@@ -453,11 +468,10 @@ LogicalResult Endpoint::reduceScatter(llvm::StringRef axis, const void *in,
   const auto *src = static_cast<const std::byte *>(in);
   int64_t mine = counts[me];
   Exchange x;
-  std::vector<std::byte> &scratch = x.scratch;
-  scratch.resize(n * mine * bytes);
+  std::byte *scratch = scratchFor(x, n * mine * bytes);
   for (size_t j = 0; j < n; ++j)
     if (j != me) {
-      postRecv(x, group[j], scratch.data() + j * mine * bytes, mine * bytes);
+      postRecv(x, group[j], scratch + j * mine * bytes, mine * bytes);
       postSend(x, group[j], src + offsetOf(counts, j) * bytes,
                counts[j] * bytes);
     }
@@ -466,7 +480,7 @@ LogicalResult Endpoint::reduceScatter(llvm::StringRef axis, const void *in,
   std::vector<const std::byte *> parts;
   for (size_t j = 0; j < n; ++j)
     parts.push_back(j == me ? src + offsetOf(counts, me) * bytes
-                            : scratch.data() + j * mine * bytes);
+                            : scratch + j * mine * bytes);
   cpu::sumParts(dtype, parts, static_cast<std::byte *>(out), mine);
   return success();
 }
