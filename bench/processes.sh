@@ -13,7 +13,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${MGC_BUILD_DIR:-$root/build}
 mgc=$build/tools/mgc/mgc
 steps=${1:-50}
-mpirun=(mpirun --oversubscribe --mca btl self,vader)
+mpirun=(mpirun --oversubscribe --mca btl self,vader --mca btl_vader_single_copy_mechanism none)
 [ "$(id -u)" -eq 0 ] && mpirun+=(--allow-run-as-root)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -36,7 +36,7 @@ echo "   accumulation: --accumulate 2), checked against one device without it"
 if command -v mpirun >/dev/null && [ -f "$build/bench/mpi_allreduce" ]; then
   echo "== the same 20 steps as 4 processes, one per device (mpirun), over MPI: the"
   echo "   losses equal the simulated mesh's above bit for bit"
-  mpirun=(mpirun --oversubscribe)
+  mpirun=(mpirun --oversubscribe --mca btl self,vader --mca btl_vader_single_copy_mechanism none)
   [ "$(id -u)" -eq 0 ] && mpirun+=(--allow-run-as-root)
   "${mpirun[@]}" -np 4 "$mgc" run "$root/samples/gpt.mg" "${tiny[@]}" --steps 20 --lr 1e-2 \
     --log-every 10 --text "$root/samples/data/rhymes.txt" --mesh dp=2,tp=2 </dev/null | cat
