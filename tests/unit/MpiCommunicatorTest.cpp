@@ -29,8 +29,11 @@ std::unique_ptr<CommunicatorSet> mpiMesh(const ir::Mesh &mesh,
                                          double timeoutSeconds = 60) {
   std::string error;
   ProcessGroup *world = mpi::world(error);
-  INFO(error);
-  REQUIRE(world);
+  if (!world) {
+    // As the CUDA tests do without a device: say why, and pass.
+    MESSAGE("skipped: MPI cannot be initialised here: " << error);
+    return nullptr;
+  }
   if (world->size() != 1) {
     MESSAGE("skipped: MPI's world here has " << world->size() << " ranks");
     return nullptr;
