@@ -93,62 +93,66 @@ MeshRunner::create(MeshStep step, const backend::cpu::MeshOptions &options,
   return r;
 }
 
-LogicalResult MeshRunner::initialize(uint64_t seed, DiagnosticEngine &diag) {
-  const MeshStep &s = step_;
-  const ir::Graph &logical = s.logicalOf(s.step).graph();
+LogicalResult MeshRunner::forEachHeld(
+    const std::function<LogicalResult(size_t, int64_t, const ir::Value &)>
+        &fn) {
   for (size_t k = 0; k < local_.size(); ++k) {
     int64_t d = local_[k];
-    for (const auto &arg : s.step.programs.programFor(d).graph().arguments()) {
-      if (!arg->isPersistent())
-        continue;
-      const ir::Value *whole = logical.findArgument(arg->name());
-      if (!whole) {
-        diag.error("tensor '" + arg->name() + "' is not in the step");
+    for (const auto &arg :
+         step_.step.programs.programFor(d).graph().arguments())
+      if (arg->isPersistent() && failed(fn(k, d, *arg)))
         return failure();
-      }
-      const ir::Sharding &sharding = arg->sharding();
-      bool partial = false;
-      for (const ir::MeshAxis &axis : s.mesh.axes())
-        partial |= sharding.get(axis.name).isPartial();
-      runtime::Tensor part;
-      if (partial) {
-        // Coordinate 0 holds the value, the others zeros: cut it.
-        part = runtime::shardTensor(
-            runtime::Tensor::fromHost(ir::initParameter(*whole, seed)),
-            sharding, s.mesh, d);
-      } else {
-        ir::TensorType type =
-            ir::localType(whole->type(), sharding, s.mesh, s.mesh.coords(d));
-        part = runtime::Tensor::fromHost(ir::initParameterSlab(
-            *whole, seed,
-            runtime::partOffsets(whole->type(), sharding, s.mesh, d),
-            type.shape));
-      }
-      resident_[k].insert_or_assign(arg->name(), std::move(part));
-    }
   }
   return success();
 }
 
+LogicalResult MeshRunner::initialize(uint64_t seed, DiagnosticEngine &diag) {
+  const MeshStep &s = step_;
+  const ir::Graph &logical = s.logicalOf(s.step).graph();
+  return forEachHeld(
+      [&](size_t k, int64_t d, const ir::Value &arg) -> LogicalResult {
+        const ir::Value *whole = logical.findArgument(arg.name());
+        if (!whole) {
+          diag.error("tensor '" + arg.name() + "' is not in the step");
+          return failure();
+        }
+        const ir::Sharding &sharding = arg.sharding();
+        bool partial = false;
+        for (const ir::MeshAxis &axis : s.mesh.axes())
+          partial |= sharding.get(axis.name).isPartial();
+        runtime::Tensor part;
+        if (partial) {
+          // Coordinate 0 holds the value, the others zeros: cut it.
+          part = runtime::shardTensor(
+              runtime::Tensor::fromHost(ir::initParameter(*whole, seed)),
+              sharding, s.mesh, d);
+        } else {
+          ir::TensorType type =
+              ir::localType(whole->type(), sharding, s.mesh, s.mesh.coords(d));
+          part = runtime::Tensor::fromHost(ir::initParameterSlab(
+              *whole, seed,
+              runtime::partOffsets(whole->type(), sharding, s.mesh, d),
+              type.shape));
+        }
+        resident_[k].insert_or_assign(arg.name(), std::move(part));
+        return success();
+      });
+}
+
 LogicalResult MeshRunner::load(const NamedTensors &whole,
                                DiagnosticEngine &diag) {
-  const MeshStep &s = step_;
-  for (size_t k = 0; k < local_.size(); ++k) {
-    int64_t d = local_[k];
-    for (const auto &arg : s.step.programs.programFor(d).graph().arguments()) {
-      if (!arg->isPersistent())
-        continue;
-      auto it = whole.find(arg->name());
-      if (it == whole.end()) {
-        diag.error("tensor '" + arg->name() + "' is missing");
-        return failure();
-      }
-      resident_[k].insert_or_assign(
-          arg->name(),
-          runtime::shardTensor(it->second, arg->sharding(), s.mesh, d));
-    }
-  }
-  return success();
+  return forEachHeld(
+      [&](size_t k, int64_t d, const ir::Value &arg) -> LogicalResult {
+        auto it = whole.find(arg.name());
+        if (it == whole.end()) {
+          diag.error("tensor '" + arg.name() + "' is missing");
+          return failure();
+        }
+        resident_[k].insert_or_assign(
+            arg.name(),
+            runtime::shardTensor(it->second, arg.sharding(), step_.mesh, d));
+        return success();
+      });
 }
 
 LogicalResult
@@ -226,26 +230,38 @@ MeshRunner::runExecutor(backend::cpu::MeshExecutor &executor,
   return ran;
 }
 
+LogicalResult MeshRunner::fromEveryRank(
+    const std::string &mine, llvm::StringRef what,
+    const std::function<bool(int, const std::string &)> &take,
+    DiagnosticEngine &diag) {
+  std::vector<std::string> all;
+  std::string error;
+  if (failed(processes_->allGather(mine, all, error))) {
+    diag.error(what.str() + ": " + error);
+    return failure();
+  }
+  for (size_t r = 0; r < all.size(); ++r)
+    if (!take(static_cast<int>(r), all[r])) {
+      diag.error(what.str() + ": rank " + std::to_string(r) +
+                 " sent a malformed message");
+      return failure();
+    }
+  return success();
+}
+
 LogicalResult MeshRunner::exchange(
     std::map<int64_t, NamedTensors> &pieces,
     const std::function<bool(int64_t, const std::string &)> &needed,
     llvm::StringRef what, DiagnosticEngine &diag) {
   if (!processes_ || processes_->size() <= 1)
     return success();
-  std::vector<std::string> all;
-  std::string error;
-  if (failed(processes_->allGather(packParts(pieces, needed), all, error))) {
-    diag.error(what.str() + ": " + error);
-    return failure();
-  }
-  for (size_t r = 0; r < all.size(); ++r)
-    if (static_cast<int>(r) != processes_->rank() &&
-        !unpackParts(all[r], pieces)) {
-      diag.error(what.str() + ": rank " + std::to_string(r) +
-                 " sent a malformed message");
-      return failure();
-    }
-  return success();
+  int me = processes_->rank();
+  return fromEveryRank(
+      packParts(pieces, needed), what,
+      [&](int r, const std::string &bytes) {
+        return r == me || unpackParts(bytes, pieces);
+      },
+      diag);
 }
 
 namespace {
@@ -287,25 +303,28 @@ LogicalResult MeshRunner::joinOutputs(const ir::Module &logical,
                                       NamedTensors &out,
                                       DiagnosticEngine &diag) {
   // Placements from device 0's program (every program places the same
-  // values the same way), logical types from the logical module.
+  // values the same way), logical types from the logical module. Only the
+  // scalars (the loss, the metrics) are joined: they are what a step
+  // returns; the others (logits) would cost a gather every step.
   const ir::Graph &placed = programs.programFor(0).graph();
   const ir::Graph &g = logical.graph();
-  std::map<std::string, const ir::Sharding *> shardingOf;
-  for (size_t i = 0; i < g.outputs().size(); ++i)
-    shardingOf[g.outputs()[i].name] = &placed.outputs()[i].value->sharding();
+  std::map<std::string, const ir::Value *> placedOf;
+  for (size_t i = 0; i < g.outputs().size(); ++i) {
+    const ir::Output &o = g.outputs()[i];
+    if (o.value->type().rank() == 0 &&
+        !llvm::StringRef(o.name).startswith(passes::kMicroSumPrefix))
+      placedOf[o.name] = placed.outputs()[i].value;
+  }
   auto needed = [&](int64_t d, const std::string &name) {
-    if (llvm::StringRef(name).startswith(passes::kMicroSumPrefix))
-      return false;
-    auto it = shardingOf.find(name);
-    return it != shardingOf.end() &&
-           runtime::partIsRead(*it->second, programs.mesh, d);
+    auto it = placedOf.find(name);
+    return it != placedOf.end() &&
+           runtime::partIsRead(it->second->sharding(), programs.mesh, d);
   };
   if (failed(exchange(pieces, needed, "joining the step's outputs", diag)))
     return failure();
-  for (const ir::Output &o : g.outputs())
-    if (!llvm::StringRef(o.name).startswith(passes::kMicroSumPrefix) &&
-        failed(joinWhole(o.name, *shardingOf[o.name], o.value->type(),
-                         programs.mesh, pieces, out, diag)))
+  for (const auto &[name, value] : placedOf)
+    if (failed(joinWhole(name, value->sharding(), value->type(), programs.mesh,
+                         pieces, out, diag)))
       return failure();
   return success();
 }
@@ -392,43 +411,42 @@ FailureOr<std::vector<backend::cpu::TraceEvent>>
 MeshRunner::gatherTrace(DiagnosticEngine &diag) {
   if (!processes_ || processes_->size() <= 1)
     return trace_;
-  std::vector<std::string> all;
-  std::string error;
-  if (failed(processes_->allGather(packEvents(trace_), all, error))) {
-    diag.error("gathering the timeline: " + error);
-    return failure();
-  }
   std::vector<backend::cpu::TraceEvent> out;
-  for (size_t r = 0; r < all.size(); ++r)
-    if (!unpackEvents(all[r], out)) {
-      diag.error("gathering the timeline: rank " + std::to_string(r) +
-                 " sent a malformed message");
-      return failure();
-    }
+  if (failed(fromEveryRank(
+          packEvents(trace_), "gathering the timeline",
+          [&](int, const std::string &bytes) {
+            return unpackEvents(bytes, out);
+          },
+          diag)))
+    return failure();
   return out;
 }
 
-FailureOr<std::vector<MeshRunner::DeviceCommunication>>
+FailureOr<std::vector<DeviceCommunication>>
 MeshRunner::communication(DiagnosticEngine &diag) {
-  std::vector<backend::cpu::QueueTimes> all = times_;
+  using backend::cpu::QueueTimes;
+  std::vector<QueueTimes> all = times_;
   if (processes_ && processes_->size() > 1) {
+    // Plain structs of the same binary on every rank.
     std::string mine(reinterpret_cast<const char *>(times_.data()),
-                     times_.size() * sizeof(backend::cpu::QueueTimes));
-    std::vector<std::string> ranks;
-    std::string error;
-    if (failed(processes_->allGather(mine, ranks, error))) {
-      diag.error("gathering the devices' times: " + error);
-      return failure();
-    }
+                     times_.size() * sizeof(QueueTimes));
     all.clear();
-    for (const std::string &r : ranks) {
-      const auto *t =
-          reinterpret_cast<const backend::cpu::QueueTimes *>(r.data());
-      all.insert(all.end(), t, t + r.size() / sizeof(*t));
-    }
+    if (failed(fromEveryRank(
+            mine, "gathering the devices' times",
+            [&](int, const std::string &bytes) {
+              if (bytes.size() % sizeof(QueueTimes) != 0)
+                return false;
+              size_t n = bytes.size() / sizeof(QueueTimes);
+              all.resize(all.size() + n);
+              std::memcpy(all.data() + all.size() - n, bytes.data(),
+                          bytes.size());
+              return true;
+            },
+            diag)))
+      return failure();
   }
   std::vector<DeviceCommunication> out(step_.mesh.numDevices());
-  for (const backend::cpu::QueueTimes &t : all) {
+  for (const QueueTimes &t : all) {
     if (t.device < 0 || t.device >= static_cast<int64_t>(out.size()))
       continue;
     if (t.stepSeconds > 0)

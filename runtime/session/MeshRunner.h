@@ -7,6 +7,8 @@
 // the parts of every device, across processes when they are spread.
 #pragma once
 
+#include "mgc/Session.h"
+
 #include "backend/ProcessGroup.h"
 #include "backend/cpu/MeshExecutor.h"
 #include "runtime/ShardedCheckpoint.h"
@@ -44,8 +46,9 @@ public:
                      DiagnosticEngine &diag);
 
   // One step on the loaded parameters and state: `inputs` are whole
-  // tensors by name. Returns the whole outputs; of the updates only the
-  // optimizer's step counter (the others stay on the devices). Every rank
+  // tensors by name. Returns the scalar outputs (the loss, the metrics),
+  // whole; of the updates only the optimizer's step counter (the others
+  // stay on the devices). Every rank
   // calls it. A device's error starts with `context` ("step 3, ").
   FailureOr<backend::cpu::RunResult>
   run(const backend::cpu::NamedTensors &inputs, DiagnosticEngine &diag,
@@ -57,10 +60,6 @@ public:
 
   // Per device of the mesh (every rank's, exchanged when the devices are
   // spread), its communication over the steps so far. Every rank calls it.
-  struct DeviceCommunication {
-    double exposed = 0;      // share of its steps' time waiting on it
-    double bytesPerStep = 0; // bytes it sent to other devices per step
-  };
   FailureOr<std::vector<DeviceCommunication>>
   communication(DiagnosticEngine &diag);
 
@@ -79,9 +78,7 @@ public:
   // The devices of step().mesh this process runs.
   llvm::ArrayRef<int64_t> localDevices() const { return local_; }
   // The timeline of every run since the runner was made (MeshOptions::trace)
-  // on this process's devices.
-  const std::vector<backend::cpu::TraceEvent> &trace() const { return trace_; }
-  // The timeline of every device of the mesh: with several processes each
+  // on every device of the mesh: with several processes each
   // rank's events (times from its own first step, when the ranks start
   // together), exchanged. Every rank calls it.
   FailureOr<std::vector<backend::cpu::TraceEvent>>
@@ -107,6 +104,18 @@ private:
   joinOutputs(const ir::Module &logical, const passes::DevicePrograms &programs,
               std::map<int64_t, backend::cpu::NamedTensors> &pieces,
               backend::cpu::NamedTensors &out, DiagnosticEngine &diag);
+  // Calls `fn` with (local index, device, argument) for every parameter and
+  // state tensor each local device holds; stops at the first failure.
+  LogicalResult forEachHeld(
+      const std::function<LogicalResult(size_t, int64_t, const ir::Value &)>
+          &fn);
+  // Every rank's answer to `mine` (this one's included), each given to
+  // take(rank, bytes), which says false for a malformed one; every rank
+  // calls it. `what` starts an error.
+  LogicalResult
+  fromEveryRank(const std::string &mine, llvm::StringRef what,
+                const std::function<bool(int, const std::string &)> &take,
+                DiagnosticEngine &diag);
   // Adds to `pieces` the parts other processes hold for which
   // needed(device, name) is true (nothing when one process runs every
   // device); every rank calls it. `what` starts an error.

@@ -568,10 +568,7 @@ Result<std::vector<DeviceCommunication>> Session::communication() const {
   auto devices = impl_->meshRunner->communication(c.diag());
   if (devices.failed())
     return c.status();
-  std::vector<DeviceCommunication> out;
-  for (const auto &d : *devices)
-    out.push_back({d.exposed, d.bytesPerStep});
-  return out;
+  return *devices;
 }
 
 Status Session::writeTrace(const std::string &path) const {
