@@ -162,8 +162,11 @@ struct InProcessMesh::Impl {
     return false;
   }
 
+  // Runs `call` of `device` with its group on `axis`; `elementsSent` is
+  // what the MPI communicator would send for it.
   LogicalResult collective(int64_t device, llvm::StringRef axis,
-                           const Call &call, std::string &error);
+                           const Call &call, std::string &error,
+                           int64_t &elementsSent);
   LogicalResult send(int64_t from, int64_t to, const void *in, int64_t count,
                      ir::DType dtype, std::string &error);
   LogicalResult recv(int64_t to, int64_t from, void *out, int64_t count,
@@ -226,6 +229,22 @@ std::optional<std::string> checkCalls(llvm::ArrayRef<Call> slots,
                  std::to_string(slots[k].recvCounts[j]);
   }
   return std::nullopt;
+}
+
+// What the MPI communicator sends for `c` from coordinate `me` of a group
+// of `n`, in elements.
+int64_t elementsSentBy(const Call &c, size_t n, size_t me) {
+  switch (c.kind) {
+  case CallKind::AllReduce:
+  case CallKind::AllReduceMax:
+    return reductionElementsSent(c.count, n, me);
+  case CallKind::AllGather:
+    return allGatherElementsSent(c.counts, me);
+  case CallKind::ReduceScatter:
+  case CallKind::AllToAll:
+    break;
+  }
+  return partsElementsSent(c.counts, me);
 }
 
 // This device's share of the work; `me` is its coordinate.
@@ -361,25 +380,9 @@ private:
     c.dtype = dtype;
     c.in = static_cast<const std::byte *>(in);
     c.out = static_cast<std::byte *>(out);
-    if (failed(impl_.collective(device_, axis, c, error)))
-      return failure();
-    // What the MPI communicator would send for the call.
-    size_t n = impl_.mesh.group(device_, axis).size();
-    size_t me = static_cast<size_t>(coord(axis));
     int64_t elements = 0;
-    switch (c.kind) {
-    case CallKind::AllReduce:
-    case CallKind::AllReduceMax:
-      elements = reductionElementsSent(c.count, n, me);
-      break;
-    case CallKind::AllGather:
-      elements = allGatherElementsSent(c.counts, me);
-      break;
-    case CallKind::ReduceScatter:
-    case CallKind::AllToAll:
-      elements = partsElementsSent(c.counts, me);
-      break;
-    }
+    if (failed(impl_.collective(device_, axis, c, error, elements)))
+      return failure();
     countSent(static_cast<uint64_t>(elements) * ir::dtypeBytes(dtype));
     return success();
   }
@@ -468,7 +471,8 @@ LogicalResult InProcessMesh::Impl::recv(int64_t to, int64_t from, void *out,
 LogicalResult InProcessMesh::Impl::collective(int64_t device,
                                               llvm::StringRef axis,
                                               const Call &call,
-                                              std::string &error) {
+                                              std::string &error,
+                                              int64_t &elementsSent) {
   std::string what =
       std::string(callName(call.kind)) + " on axis '" + axis.str() + "'";
   int a = mesh.axisIndex(axis);
@@ -496,6 +500,7 @@ LogicalResult InProcessMesh::Impl::collective(int64_t device,
     error = *bad;
     return failure();
   }
+  elementsSent = elementsSentBy(call, r.devices.size(), me);
   return success();
 }
 
@@ -508,13 +513,6 @@ const ir::Mesh &InProcessMesh::mesh() const { return impl_->mesh; }
 
 llvm::ArrayRef<int64_t> InProcessMesh::localDevices() const {
   return impl_->all;
-}
-
-CommunicatorFactory InProcessMesh::factory() {
-  return [](const ir::Mesh &mesh,
-            std::string &) -> std::unique_ptr<CommunicatorSet> {
-    return std::make_unique<InProcessMesh>(mesh);
-  };
 }
 
 Communicator &InProcessMesh::endpoint(int64_t device) {

@@ -25,9 +25,6 @@ public:
   void abort(const std::string &reason) override;
   void reset() override;
 
-  // The factory of CommunicatorSet for MeshOptions: one InProcessMesh.
-  static CommunicatorFactory factory();
-
 private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
