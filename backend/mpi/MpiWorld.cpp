@@ -50,7 +50,7 @@ public:
     std::_Exit(code);
   }
 
-  double timeout_ = 300;
+  void setTimeout(double seconds) { timeout_ = seconds; }
 
 private:
   std::mutex *serializer() { return serialize_ ? &mutex_ : nullptr; }
@@ -59,6 +59,7 @@ private:
   bool serialize_;
   std::mutex mutex_;
   MPI_Comm host_ = MPI_COMM_NULL;
+  double timeout_ = 300;
 };
 
 LogicalResult World::allGather(const std::string &mine,
@@ -181,7 +182,7 @@ ProcessGroup *existingWorld() { return instance().get(); }
 
 void setCommTimeout(double seconds) {
   if (instance())
-    instance()->timeout_ = seconds;
+    instance()->setTimeout(seconds);
 }
 
 } // namespace mgc::backend::mpi

@@ -460,8 +460,8 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
   // Rank 0 speaks for the job: progress, the summary and the JSON log.
   bool speaker = s.rank() == 0;
   llvm::raw_ostream &out = speaker ? llvm::outs() : llvm::nulls();
-  // Under a launcher, stdout is a pseudo-terminal of mpirun's whatever
-  // mpirun's own output is: print plain lines.
+  // Under a launcher each rank's stdout is a pseudo-terminal that mpirun
+  // forwards, whatever mpirun's own stdout is: print plain lines.
   bool terminal =
       llvm::sys::Process::StandardOutIsDisplayed() && s.processCount() <= 1;
   std::string units = setup->tokensPerStep ? "tok" : "samples";
