@@ -1,8 +1,9 @@
-// The communicator of N simulated devices in one process: each device's
-// endpoint meets the other devices of its axis group at a rendezvous, reads
-// their buffers directly and writes its own result (no copies beyond the
-// result itself). Sums and maxima go in coordinate order, the same on every
-// device. Point-to-point messages wait in a mailbox per pair of devices.
+// The communicator of N simulated devices in one process: the local
+// exchange of backend/LocalExchange.h, each device's endpoint meeting the
+// other devices of its axis group, reading their buffers directly and
+// writing its own result (no copies beyond the result itself). Sums and
+// maxima go in coordinate order, the same on every device. Point-to-point
+// messages wait in a mailbox per pair of devices.
 #pragma once
 
 #include "backend/Communicator.h"
