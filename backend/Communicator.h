@@ -74,6 +74,18 @@ public:
   virtual LogicalResult recv(int64_t peer, void *out, int64_t count,
                              ir::DType dtype, std::string &error) = 0;
 
+  // Where a call does its work. A host communicator (in-process, MPI) has
+  // done it, in host memory, when the call returns. A stream communicator
+  // (simulated devices on one GPU, NCCL) takes device memory and enqueues
+  // the work on the CUDA stream last given to setStream, after the work
+  // already there, and returns: the result is complete when that stream
+  // reaches the point of the call (the asynchronous form; an event
+  // recorded after it carries the completion to other streams). Errors it
+  // finds while enqueuing (an abort, calls that disagree) fail the call.
+  virtual bool onStream() const { return false; }
+  // The stream (a cudaStream_t) of the calls that follow.
+  virtual void setStream(void *stream) { (void)stream; }
+
   // Bytes this endpoint has sent to other devices so far, as the MPI
   // communicator moves them; the in-process communicator, which moves
   // nothing, counts the same (the functions below), so a simulated mesh

@@ -290,10 +290,10 @@ void moveShare(llvm::ArrayRef<GroupCall> slots, size_t me, DataMover &mover) {
   }
 }
 
-LogicalResult LocalExchange::collective(
-    int64_t device, llvm::StringRef axis, const GroupCall &call,
-    llvm::function_ref<void(llvm::ArrayRef<GroupCall>, size_t)> share,
-    std::string &error, int64_t &elementsSent) {
+LogicalResult LocalExchange::collective(int64_t device, llvm::StringRef axis,
+                                        const GroupCall &call, Share share,
+                                        std::string &error,
+                                        int64_t &elementsSent, Settle settle) {
   Impl &im = *impl_;
   std::string what =
       std::string(callName(call.kind)) + " on axis '" + axis.str() + "'";
@@ -318,6 +318,12 @@ LogicalResult LocalExchange::collective(
     share(r.slots, me);
   lock.lock();
   im.barrier(r, lock, /*abortable=*/false);
+  if (settle && !bad) {
+    lock.unlock();
+    settle(r.devices, me);
+    lock.lock();
+    im.barrier(r, lock, /*abortable=*/false);
+  }
   if (bad) {
     error = *bad;
     return failure();

@@ -77,16 +77,22 @@ public:
   // coordinate.
   llvm::ArrayRef<int64_t> group(int64_t device, int axis) const;
 
+  using Share = llvm::function_ref<void(llvm::ArrayRef<GroupCall>, size_t)>;
+  using Settle = llvm::function_ref<void(llvm::ArrayRef<int64_t>, size_t)>;
   // Runs `call` of `device` with its group on `axis`: waits for the whole
   // group, checks that the calls agree, calls share(slots, me) and waits
-  // until every device of the group has returned from its share. Sets
-  // `elementsSent` to what the MPI communicator would send for the call.
-  // Fails with a message in `error` on a bad axis, calls that disagree, or
-  // an abort while waiting for the group.
-  LogicalResult
-  collective(int64_t device, llvm::StringRef axis, const GroupCall &call,
-             llvm::function_ref<void(llvm::ArrayRef<GroupCall>, size_t)> share,
-             std::string &error, int64_t &elementsSent);
+  // until every device of the group has returned from its share; then, if
+  // given, calls settle(group, me) and waits again. (A stream communicator
+  // enqueues its share in `share` and, in `settle`, its stream's wait for
+  // its peers' shares: every peer has enqueued its share by then.) Every
+  // device of an exchange passes a settle or none. Sets `elementsSent` to
+  // what the MPI communicator would send for the call. Fails with a
+  // message in `error` on a bad axis, calls that disagree, or an abort
+  // while waiting for the group.
+  LogicalResult collective(int64_t device, llvm::StringRef axis,
+                           const GroupCall &call, Share share,
+                           std::string &error, int64_t &elementsSent,
+                           Settle settle = nullptr);
 
   // Point-to-point with host buffers: the message is copied into the
   // mailbox of (from, to); the k-th recv of `to` from `from` takes the k-th

@@ -214,4 +214,20 @@ cudaError_t launchAttentionGrad(const Launch &launch, Dt dt, const void *q,
                                 const void *dy, void *out, void *scratch,
                                 int64_t heads, int64_t t, int64_t dh);
 
+// --- The communicators' reductions (KernelsReduce.cu), as
+// backend/cpu/Reductions.h computes them, bit for bit: dst[i] = srcs[0][i]
+// + srcs[1][i] + ... in that order (f32 and f64 in their own type, bf16 and
+// f16 in f32 rounded once, integers wrapping), or the maximum (the first
+// NaN, else the first of the largest values). `dst` may be one of the
+// sources; at most kMaxReduceParts sources.
+constexpr int kMaxReduceParts = 32;
+struct ReduceParts {
+  const void *src[kMaxReduceParts];
+  int count = 0;
+};
+cudaError_t launchSumParts(cudaStream_t stream, Dt dt, const ReduceParts &parts,
+                           void *dst, int64_t n);
+cudaError_t launchMaxParts(cudaStream_t stream, Dt dt, const ReduceParts &parts,
+                           void *dst, int64_t n);
+
 } // namespace mgc::backend::cuda
