@@ -61,8 +61,6 @@ KernelFn kernelFor(ir::OpKind kind);
 
 // Scratch bytes the kernel of `op` needs (0 for most ops).
 uint64_t scratchBytes(const ir::Op &op);
-// The part of it for the communication ops (backend/cpu/KernelsCollective.cpp).
-uint64_t collectiveScratchBytes(const ir::Op &op);
 // The part of it for attention_grad (backend/cpu/KernelsAttention.cpp).
 uint64_t attentionGradScratchBytes(const ir::Op &op);
 

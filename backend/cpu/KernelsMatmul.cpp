@@ -6,6 +6,7 @@
 // GEMM calls and applies its epilogue to each block of rows while it is in
 // cache, rounding as the unfused ops would (ir/MatmulEpilogue.h), so it
 // gives the unfused matmul, add and gelu (or gelu_grad) bit for bit.
+#include "backend/CollectivePlan.h"
 #include "backend/cpu/Elem.h"
 #include "backend/cpu/Kernels.h"
 
