@@ -1,6 +1,6 @@
 // The CUDA executor: one device allocation laid out as
-//   [error record | arena | arguments | second inputs | scratch | workspace
-//    | group descriptors]
+//   [error record | arena | arguments | second inputs | scratch
+//    | communication scratch | workspace | group descriptors]
 // operands resolved once to device pointers, and a step that copies the
 // arguments in, enqueues every launch (or replays the captured graph), and
 // copies the results and the error record out with one synchronisation.
@@ -13,6 +13,7 @@
 // stream (RunControl::next), and one graph is captured per set.
 #include "backend/cuda/CudaExecutor.h"
 
+#include "backend/MemoryPlan.h"
 #include "backend/cuda/CudaCheck.h"
 #include "backend/cuda/CudaDevice.h"
 #include "backend/cuda/CudaGroupLaunch.h"
@@ -49,8 +50,8 @@ LaunchOptions launchOptionsOf(const CudaOptions &options) {
 
 // Where the pieces of the device allocation start.
 struct Layout {
-  uint64_t error = 0, arena = 0, arguments = 0, scratch = 0, workspace = 0,
-           descriptors = 0, total = 0;
+  uint64_t error = 0, arena = 0, arguments = 0, scratch = 0, commScratch = 0,
+           workspace = 0, descriptors = 0, total = 0;
   // By graph argument, for each input set (set 1 differs from set 0 for
   // inputs only, and only with a graph).
   std::vector<uint64_t> argumentOffsets[2];
@@ -83,10 +84,14 @@ Layout layoutOf(const Executable &exe, const CudaOptions &options,
       }
   }
   l.scratch = at;
-  uint64_t scratch = 0;
-  for (const auto &op : exe.module->graph().ops())
-    scratch = std::max(scratch, cudaScratchBytes(*op));
-  l.workspace = l.scratch + alignUp(scratch);
+  // The communication ops run beside the compute stream's: their own area.
+  uint64_t scratch = 0, commScratch = 0;
+  for (const auto &op : exe.module->graph().ops()) {
+    uint64_t &area = op->info().has(ir::kCollective) ? commScratch : scratch;
+    area = std::max(area, cudaScratchBytes(*op));
+  }
+  l.commScratch = l.scratch + alignUp(scratch);
+  l.workspace = l.commScratch + alignUp(commScratch);
   l.descriptors = l.workspace + alignUp(options.workspaceBytes);
   l.descriptorsPerSet = plan.groupedOps();
   l.total =
@@ -118,6 +123,13 @@ struct CudaExecutor::State {
   int stagedSet = -1;                   // the set holding the next inputs
   int lastSet = 0;                      // the set the last run read
 
+  // With a communicator: the communication stream, and per communication
+  // op (by ticket, in program order) the event the compute stream records
+  // as it is issued and the one the communication stream records when it
+  // is done.
+  cudaStream_t commStream = nullptr;
+  std::vector<cudaEvent_t> issued, finished;
+
   std::vector<const ir::Value *> arguments; // graph arguments in order
   llvm::DenseMap<const ir::Value *, int> argumentIndex;
   llvm::DenseMap<const ir::Value *, uint64_t> offsetOf; // arena offsets
@@ -130,6 +142,10 @@ struct CudaExecutor::State {
     std::unique_ptr<MatmulPlan> matmul;
     std::unique_ptr<GroupLaunch> group;                    // a grouped launch
     FusedGroupTensor *descriptors[2] = {nullptr, nullptr}; // device, by set
+    // A communication op: its ticket (index into issued/finished), else -1.
+    int32_t ticket = -1;
+    // Communication ops (by ticket order) that must be done before it runs.
+    size_t needDone = 0;
   };
   std::vector<Step> steps;
 
@@ -148,6 +164,14 @@ struct CudaExecutor::State {
       cudaEventDestroy(copied);
     if (copyStream)
       cudaStreamDestroy(copyStream);
+    if (commStream) {
+      cudaStreamSynchronize(commStream);
+      cudaStreamDestroy(commStream);
+    }
+    for (cudaEvent_t e : issued)
+      cudaEventDestroy(e);
+    for (cudaEvent_t e : finished)
+      cudaEventDestroy(e);
     if (stream)
       cudaStreamDestroy(stream);
     if (staging)
@@ -167,10 +191,27 @@ struct CudaExecutor::State {
     return reinterpret_cast<DeviceError *>(base + layout.error);
   }
 
-  // Enqueues every step, reading the inputs of `set`, on the stream.
+  // Enqueues every step, reading the inputs of `set`, on the stream (and
+  // the communication ops on the communication stream, joined back into
+  // the stream by the end).
   LogicalResult enqueueSteps(int set, DiagnosticEngine &diag) {
+    size_t waited = 0; // communication ops the stream has waited for
+    auto waitFor = [&](size_t done) {
+      if (done <= waited)
+        return success();
+      waited = done;
+      return MGC_CUDA_CHECK(cudaStreamWaitEvent(stream, finished[done - 1], 0),
+                            diag, nullptr);
+    };
     for (size_t i = 0; i < steps.size(); ++i) {
       Step &s = steps[i];
+      if (failed(waitFor(s.needDone)))
+        return failure();
+      if (s.ticket >= 0) {
+        if (failed(enqueueCommunication(s, i, set, diag)))
+          return failure();
+        continue;
+      }
       Launch launch{stream, errorRecord(), static_cast<int32_t>(i)};
       if (s.group) {
         const GroupLaunch &g = *s.group;
@@ -189,11 +230,32 @@ struct CudaExecutor::State {
                           launch,
                           s.matmul.get(),
                           base + layout.workspace,
-                          diag};
+                          diag,
+                          options.comm};
       if (failed(s.kernel(args)))
         return failure();
     }
-    return success();
+    return waitFor(issued.size());
+  }
+
+  // Enqueues communication op `s` (step i) on the communication stream,
+  // after the compute stream's work so far.
+  LogicalResult enqueueCommunication(Step &s, size_t i, int set,
+                                     DiagnosticEngine &diag) {
+    if (failed(MGC_CUDA_CHECK(cudaEventRecord(issued[s.ticket], stream), diag,
+                              s.op)) ||
+        failed(MGC_CUDA_CHECK(
+            cudaStreamWaitEvent(commStream, issued[s.ticket], 0), diag, s.op)))
+      return failure();
+    Launch launch{commStream, errorRecord(), static_cast<int32_t>(i)};
+    CudaKernelArgs args{
+        *s.op,       s.operands[set], s.out,   base + layout.commScratch,
+        launch,      nullptr,         nullptr, diag,
+        options.comm};
+    if (failed(s.kernel(args)))
+      return failure();
+    return MGC_CUDA_CHECK(cudaEventRecord(finished[s.ticket], commStream), diag,
+                          s.op);
   }
 
   // Captures the steps reading `set` as a graph (once) and launches it.
@@ -317,6 +379,25 @@ std::unique_ptr<CudaExecutor> CudaExecutor::create(const Executable &exe,
   }
   if (diag.errorCount() != before)
     return nullptr;
+  if (options.comm && options.graph) {
+    diag.error("a CUDA Graph of a mesh step is not supported yet (run the "
+               "mesh without --cuda-graph)");
+    return nullptr;
+  }
+  if (options.comm && !options.comm->onStream()) {
+    diag.error("the CUDA backend needs a communicator that works on CUDA "
+               "streams");
+    return nullptr;
+  }
+  if (!options.comm)
+    for (uint32_t p = 0; p < exe.order.size(); ++p)
+      if (ops[exe.order[p]]->info().has(ir::kCollective)) {
+        const ir::Op &op = *ops[exe.order[p]];
+        diag.error(op.loc(), "op %" + std::to_string(p) + " (" +
+                                 op.name().str() +
+                                 ") needs a communicator (a multi-device run)");
+        return nullptr;
+      }
   if (auto why = cudaUnavailableReason()) {
     diag.error("no CUDA device: " + *why);
     return nullptr;
@@ -341,6 +422,11 @@ std::unique_ptr<CudaExecutor> CudaExecutor::create(const Executable &exe,
       failed(MGC_CUBLAS_CHECK(cublasLtCreate(&s.lt), diag, nullptr)) ||
       failed(MGC_CUDA_CHECK(
           cudaMalloc(reinterpret_cast<void **>(&s.base), s.layout.total), diag,
+          nullptr)))
+    return nullptr;
+  if (options.comm &&
+      failed(MGC_CUDA_CHECK(
+          cudaStreamCreateWithFlags(&s.commStream, cudaStreamNonBlocking), diag,
           nullptr)))
     return nullptr;
   if (s.layout.twoInputSets) {
@@ -375,13 +461,40 @@ std::unique_ptr<CudaExecutor> CudaExecutor::create(const Executable &exe,
   for (size_t p = 0; p < exe.order.size(); ++p)
     positionInExe[exe.order[p]] = static_cast<uint32_t>(p);
 
+  // Per position of the plan's order: the communication ops (by ticket)
+  // that must be done before the op there runs.
+  std::vector<uint32_t> waits = waitSteps(graph, s.plan.order);
+  std::vector<size_t> needAt(s.plan.order.size() + 1, 0);
+  size_t tickets = 0;
+  for (uint32_t p = 0; p < s.plan.order.size(); ++p)
+    if (ops[s.plan.order[p]]->info().has(ir::kCollective)) {
+      size_t &need = needAt[waits[s.plan.order[p]]];
+      need = std::max(need, ++tickets);
+    }
+  for (size_t t = 0; t < tickets; ++t) {
+    s.issued.push_back(nullptr);
+    s.finished.push_back(nullptr);
+    if (failed(MGC_CUDA_CHECK(
+            cudaEventCreateWithFlags(&s.issued.back(), cudaEventDisableTiming),
+            diag, nullptr)) ||
+        failed(MGC_CUDA_CHECK(cudaEventCreateWithFlags(&s.finished.back(),
+                                                       cudaEventDisableTiming),
+                              diag, nullptr)))
+      return nullptr;
+  }
+
   int sets = s.layout.twoInputSets ? 2 : 1;
   size_t descriptorsUsed = 0;
+  int32_t nextTicket = 0;
   for (const LaunchPlan::Run &run : s.plan.runs) {
     const ir::Op *op = ops[s.plan.order[run.begin]];
     State::Step step;
     step.op = op;
     step.position = positionInExe[s.plan.order[run.begin]];
+    for (uint32_t p = run.begin; p < run.end; ++p)
+      step.needDone = std::max(step.needDone, needAt[p]);
+    if (op->info().has(ir::kCollective))
+      step.ticket = nextTicket++; // never grouped: no launch key
     if (run.size() > 1) {
       // One launch for the group; its descriptors written once, per set.
       std::vector<const ir::Op *> members;

@@ -56,6 +56,14 @@ struct CudaOptions {
   // Run consecutive elementwise ops of one expression as one kernel, the
   // optimizer's update ops brought together first (backend/LaunchGroups.h).
   bool groupLaunches = true;
+  // The device's communicator in a multi-device run: a stream communicator
+  // (Communicator::onStream), which must outlive the executor. The
+  // communication ops then run on a communication stream of their own: each
+  // waits (by an event) for the compute stream's work before it in the
+  // program, and the compute stream waits for it only before the first op
+  // that uses its result (backend/MemoryPlan.h: waitSteps), so the
+  // collectives overlap the computation.
+  Communicator *comm = nullptr;
 };
 
 class CudaExecutor {

@@ -3,6 +3,7 @@
 // the op at its source location).
 #include "backend/cuda/CudaKernels.h"
 
+#include "backend/CollectivePlan.h"
 #include "backend/cuda/CudaCheck.h"
 #include "ir/FusedExpr.h"
 #include "ir/Interpreter.h"
@@ -625,7 +626,7 @@ CudaKernelFn cudaKernelFor(ir::OpKind kind) {
   case OpKind::MatmulEpilogue:
     return kMatmulEpilogue;
   default:
-    return nullptr;
+    return cudaCollectiveKernelFor(kind);
   }
 }
 
@@ -675,7 +676,7 @@ uint64_t cudaScratchBytes(const ir::Op &op) {
   }
   if (op.kind() == OpKind::CrossEntropy)
     return static_cast<uint64_t>(op.operand(1)->type().size()) * sizeof(double);
-  return 0;
+  return collectiveScratchBytes(op);
 }
 
 std::string describeDeviceError(const ir::Op &op, uint32_t code,

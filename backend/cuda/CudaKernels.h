@@ -5,6 +5,7 @@
 // words for a run-time error found on the device. Internal to the backend.
 #pragma once
 
+#include "backend/Communicator.h"
 #include "backend/cuda/CudaMatmul.h"
 #include "backend/cuda/Launch.h"
 #include "ir/Graph.h"
@@ -37,19 +38,27 @@ struct CudaKernelArgs {
   const MatmulPlan *matmul = nullptr; // for matmul
   void *workspace = nullptr;          // cuBLASLt's
   DiagnosticEngine &diag;
+  // The device's communicator in a multi-device run (a stream communicator:
+  // Communicator::onStream), null otherwise; a communication op's launch
+  // stream is the device's communication stream.
+  Communicator *comm = nullptr;
 };
 
 using CudaKernelFn = LogicalResult (*)(const CudaKernelArgs &args);
 
-// Why the CUDA backend cannot run `op` ("" when it can): the communication
-// ops and the vocabulary-parallel ops of multi-device programs, integer
+// Why the CUDA backend cannot run `op` ("" when it can): the
+// vocabulary-parallel ops of multi-device programs, integer
 // matmul, ranks above kMaxRank, attention on heads wider than
 // kMaxAttentionDh.
 std::string cudaUnsupported(const ir::Op &op);
 // The dispatch function of a supported op.
 CudaKernelFn cudaKernelFor(ir::OpKind kind);
-// Device scratch bytes the op's kernels need (the executor holds one area of
-// the largest size; 0 for most ops).
+// The dispatch functions of the communication ops and local_split
+// (CudaCollective.cpp), or null.
+CudaKernelFn cudaCollectiveKernelFor(ir::OpKind kind);
+// Device scratch bytes the op's kernels need (0 for most ops). The executor
+// holds one area of the largest size for the compute stream's ops and one
+// for the communication ops, which run beside them.
 uint64_t cudaScratchBytes(const ir::Op &op);
 
 Dt toDt(ir::DType dtype);
