@@ -4,6 +4,7 @@
 // updated parameters and state.
 #pragma once
 
+#include "backend/DeviceMesh.h"
 #include "backend/Executable.h"
 #include "backend/cpu/Kernels.h"
 #include "runtime/Tensor.h"
@@ -17,7 +18,8 @@
 
 namespace mgc::backend::cpu {
 
-using NamedTensors = std::map<std::string, runtime::Tensor>;
+using backend::NamedTensors;
+using backend::RunResult;
 
 struct CpuOptions {
   // Threads for the kernels, counting the caller; 0: one per hardware
@@ -26,13 +28,6 @@ struct CpuOptions {
   // The device's communicator in a multi-device run (kernels of the
   // communication ops and local_split use it); null for one device.
   Communicator *comm = nullptr;
-};
-
-struct RunResult {
-  NamedTensors outputs;
-  // The value each `update` gives its target after the step, by the
-  // target's name (the caller, a session, stores them for the next step).
-  NamedTensors updates;
 };
 
 class CpuExecutor {

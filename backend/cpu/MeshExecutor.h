@@ -1,4 +1,5 @@
-// Runs a partitioned program on the devices of a mesh that this process
+// The DeviceMesh of simulated CPU devices (backend/DeviceMesh.h): runs a
+// partitioned program on the devices of a mesh that this process
 // holds (all N simulated devices, or one rank's share of them): one device
 // program per device (identical programs shared), each device with a
 // compute queue and a communication queue (a thread each) and events
@@ -11,6 +12,7 @@
 // buffers of a communication op alive until its result is waited for.
 #pragma once
 
+#include "backend/DeviceMesh.h"
 #include "backend/Executable.h"
 #include "backend/cpu/CpuExecutor.h"
 #include "ir/Sharding.h"
@@ -38,25 +40,10 @@ struct MeshOptions {
   CommunicatorFactory communicators;
 };
 
-// One op's span on one device's queue, in microseconds since the run began.
-struct TraceEvent {
-  int64_t device = 0;
-  enum class Queue : uint8_t { Compute, Communication } queue = Queue::Compute;
-  std::string name;   // op name: "matmul", "all_reduce"
-  std::string detail; // for example "axis dp, 4.0 MiB" or the op's scope
-  double startUs = 0, endUs = 0;
-};
+using backend::QueueTimes;
+using backend::TraceEvent;
 
-// How long one device's last run took, how much of it its compute queue
-// spent waiting for communication (the exposed communication: what overlap
-// did not hide), and the bytes it sent (Communicator::bytesSent).
-struct QueueTimes {
-  int64_t device = 0;
-  double stepSeconds = 0, waitSeconds = 0;
-  uint64_t bytesSent = 0;
-};
-
-class MeshExecutor {
+class MeshExecutor final : public DeviceMesh {
 public:
   // `programs[k]` is device k's executable (the same pointer for devices
   // that share a program); it must outlive the executor. Reports and
@@ -66,30 +53,15 @@ public:
          const MeshOptions &options, DiagnosticEngine &diag);
   ~MeshExecutor();
 
-  // Runs one step on every device of this process. `arguments[k]` holds
-  // the local tensors (its parts of the inputs, parameters and state) by
-  // name of device localDevices()[k]. Returns those devices' outputs and
-  // updates (local parts), in the same order. An error on any device stops
-  // every device of the process (no device waits forever for a peer) and
-  // is reported naming the device, after `context` ("step 3, ").
   FailureOr<std::vector<RunResult>>
   run(const std::vector<NamedTensors> &arguments, DiagnosticEngine &diag,
-      llvm::StringRef context = "");
-
-  // This process's devices' times of the last run (localDevices() order).
-  const std::vector<QueueTimes> &lastTimes() const;
-
-  // Events of the runs since the last clearTrace(), when tracing.
-  const std::vector<TraceEvent> &trace() const;
-  void clearTrace();
-  // Times events from `origin` rather than from the first run after
-  // clearTrace(), so that the events of several executors (the parts of
-  // an accumulated step) share one timeline.
-  void setTraceOrigin(std::chrono::steady_clock::time_point origin);
-
-  const ir::Mesh &mesh() const;
-  // The devices this process runs, in increasing order.
-  llvm::ArrayRef<int64_t> localDevices() const;
+      llvm::StringRef context = "") override;
+  const std::vector<QueueTimes> &lastTimes() const override;
+  const std::vector<TraceEvent> &trace() const override;
+  void clearTrace() override;
+  void setTraceOrigin(std::chrono::steady_clock::time_point origin) override;
+  const ir::Mesh &mesh() const override;
+  llvm::ArrayRef<int64_t> localDevices() const override;
 
 private:
   struct Impl;

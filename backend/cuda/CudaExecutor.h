@@ -24,8 +24,8 @@
 
 namespace mgc::backend::cuda {
 
-using cpu::NamedTensors;
-using cpu::RunResult;
+using backend::NamedTensors;
+using backend::RunResult;
 
 // How one run treats the argument buffers, for a caller (a session) that
 // keeps parameters and optimizer state on the device between steps.

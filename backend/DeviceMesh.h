@@ -1,0 +1,91 @@
+// What a mesh runner (runtime/session/MeshRunner.h) needs of the devices of
+// a mesh that this process runs, whatever they are: simulated CPU devices
+// (backend/cpu/MeshExecutor.h) or CUDA devices (backend/cuda/CudaMesh.h).
+// Also the value types every executor shares: tensors by name, a step's
+// results, a timeline and a device's queue times.
+#pragma once
+
+#include "backend/Executable.h"
+#include "ir/Sharding.h"
+#include "runtime/Tensor.h"
+#include "support/Diagnostics.h"
+#include "support/Result.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace mgc::backend {
+
+using NamedTensors = std::map<std::string, runtime::Tensor>;
+
+struct RunResult {
+  NamedTensors outputs;
+  // The value each `update` gives its target after the step, by the
+  // target's name (the caller, a session, stores them for the next step).
+  NamedTensors updates;
+};
+
+// One op's span on one device's queue, in microseconds since the run began.
+struct TraceEvent {
+  int64_t device = 0;
+  enum class Queue : uint8_t { Compute, Communication } queue = Queue::Compute;
+  std::string name;   // op name: "matmul", "all_reduce"
+  std::string detail; // for example "axis dp, 4.0 MiB" or the op's scope
+  double startUs = 0, endUs = 0;
+};
+
+// How long one device's last run took, how much of it its compute queue
+// spent waiting for communication (the exposed communication: what overlap
+// did not hide), and the bytes it sent (Communicator::bytesSent).
+struct QueueTimes {
+  int64_t device = 0;
+  double stepSeconds = 0, waitSeconds = 0;
+  uint64_t bytesSent = 0;
+};
+
+class DeviceMesh {
+public:
+  virtual ~DeviceMesh() = default;
+
+  // Runs one step on every device of this process. `arguments[k]` holds
+  // the local tensors (its parts of the inputs, parameters and state) by
+  // name of device localDevices()[k]. Returns those devices' outputs and
+  // updates (local parts), in the same order. An error on any device stops
+  // every device of the process (no device waits forever for a peer) and
+  // is reported naming the device, after `context` ("step 3, ").
+  virtual FailureOr<std::vector<RunResult>>
+  run(const std::vector<NamedTensors> &arguments, DiagnosticEngine &diag,
+      llvm::StringRef context = "") = 0;
+
+  // This process's devices' times of the last run (localDevices() order).
+  virtual const std::vector<QueueTimes> &lastTimes() const = 0;
+
+  // Events of the runs since the last clearTrace(), when tracing.
+  virtual const std::vector<TraceEvent> &trace() const = 0;
+  virtual void clearTrace() = 0;
+  // Times events from `origin` rather than from the first run after
+  // clearTrace(), so that the events of several meshes (the parts of an
+  // accumulated step) share one timeline.
+  virtual void setTraceOrigin(std::chrono::steady_clock::time_point origin) = 0;
+
+  virtual const ir::Mesh &mesh() const = 0;
+  // The devices this process runs, in increasing order.
+  virtual llvm::ArrayRef<int64_t> localDevices() const = 0;
+};
+
+// Checks the device programs of a mesh before any device is made: one per
+// device, each one runnable (checkExecutable), every communication op on an
+// axis of the mesh, and every device issuing the same communication ops
+// (kind and axis) in the same order, or a collective would meet the wrong
+// peer call or wait forever. Reports naming the device.
+LogicalResult checkMeshPrograms(const ir::Mesh &mesh,
+                                llvm::ArrayRef<const Executable *> programs,
+                                DiagnosticEngine &diag);
+
+} // namespace mgc::backend
