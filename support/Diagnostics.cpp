@@ -16,10 +16,11 @@ const char *DiagnosticEngine::addSource(llvm::StringRef fileName,
 
 bool DiagnosticEngine::addSourceFile(llvm::StringRef fileName,
                                      std::string *textOut) {
-  auto buffer = fileName == "-" ? llvm::MemoryBuffer::getSTDIN()
-                                : llvm::MemoryBuffer::getFile(
-                                      fileName, /*IsText=*/true,
-                                      /*RequiresNullTerminator=*/true);
+  auto buffer =
+      fileName == "-"
+          ? llvm::MemoryBuffer::getSTDIN()
+          : llvm::MemoryBuffer::getFile(fileName, /*IsText=*/true,
+                                        /*RequiresNullTerminator=*/true);
   if (!buffer) {
     error(llvm::Twine("cannot read '") + fileName +
           "': " + buffer.getError().message());
@@ -55,6 +56,14 @@ static llvm::SourceMgr::DiagKind toKind(Severity s) {
 
 void DiagnosticEngine::report(Severity severity, Loc loc,
                               const llvm::Twine &msg) {
+  if (handler_) {
+    if (severity == Severity::Error)
+      ++errors_;
+    else if (severity == Severity::Warning)
+      ++warnings_;
+    handler_(severity, loc, msg.str());
+    return;
+  }
   if (severity == Severity::Error) {
     ++errors_;
     suppressingNotes_ = errors_ > errorLimit_;

@@ -9,6 +9,7 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -30,10 +31,16 @@ public:
   // The registered text of a file, or empty.
   llvm::StringRef sourceText(llvm::StringRef fileName) const;
 
-  void error(Loc loc, const llvm::Twine &msg) { report(Severity::Error, loc, msg); }
-  void warning(Loc loc, const llvm::Twine &msg) { report(Severity::Warning, loc, msg); }
+  void error(Loc loc, const llvm::Twine &msg) {
+    report(Severity::Error, loc, msg);
+  }
+  void warning(Loc loc, const llvm::Twine &msg) {
+    report(Severity::Warning, loc, msg);
+  }
   // A note belongs to the diagnostic printed just before it.
-  void note(Loc loc, const llvm::Twine &msg) { report(Severity::Note, loc, msg); }
+  void note(Loc loc, const llvm::Twine &msg) {
+    report(Severity::Note, loc, msg);
+  }
   // An error with no location (a flag, a missing file).
   void error(const llvm::Twine &msg) { report(Severity::Error, Loc{}, msg); }
   void report(Severity severity, Loc loc, const llvm::Twine &msg);
@@ -45,6 +52,11 @@ public:
   // broken file cannot flood the terminal.
   void setErrorLimit(unsigned limit) { errorLimit_ = limit; }
   void setWarningsEnabled(bool on) { warningsEnabled_ = on; }
+  // Hands every diagnostic to `handler` instead of printing it (an engine of
+  // a worker thread whose first error another engine reports); counts stay.
+  using Handler =
+      std::function<void(Severity, Loc, const std::string &message)>;
+  void setHandler(Handler handler) { handler_ = std::move(handler); }
 
 private:
   llvm::raw_ostream &os_;
@@ -54,6 +66,7 @@ private:
   unsigned errorLimit_ = 50;
   bool warningsEnabled_ = true;
   bool suppressingNotes_ = false;
+  Handler handler_;
 };
 
 } // namespace mgc

@@ -101,9 +101,9 @@ bool unpackParts(const std::string &bytes,
 
 // The exchange format of trace events: per event its device, queue, times
 // and the lengths and bytes of its name and detail.
-std::string packEvents(const std::vector<backend::cpu::TraceEvent> &events) {
+std::string packEvents(const std::vector<backend::TraceEvent> &events) {
   std::string out;
-  for (const backend::cpu::TraceEvent &e : events) {
+  for (const backend::TraceEvent &e : events) {
     putU64(out, static_cast<uint64_t>(e.device));
     putU64(out, static_cast<uint64_t>(e.queue));
     double times[2] = {e.startUs, e.endUs};
@@ -117,16 +117,16 @@ std::string packEvents(const std::vector<backend::cpu::TraceEvent> &events) {
 }
 
 bool unpackEvents(const std::string &bytes,
-                  std::vector<backend::cpu::TraceEvent> &into) {
+                  std::vector<backend::TraceEvent> &into) {
   PartReader r(bytes);
   while (r.ok() && !r.done()) {
-    backend::cpu::TraceEvent e;
+    backend::TraceEvent e;
     e.device = static_cast<int64_t>(r.u64());
     uint64_t queue = r.u64();
     if (queue >
-        static_cast<uint64_t>(backend::cpu::TraceEvent::Queue::Communication))
+        static_cast<uint64_t>(backend::TraceEvent::Queue::Communication))
       return false;
-    e.queue = static_cast<backend::cpu::TraceEvent::Queue>(queue);
+    e.queue = static_cast<backend::TraceEvent::Queue>(queue);
     const char *times = r.bytes(2 * sizeof(double));
     if (!times)
       return false;

@@ -25,8 +25,8 @@ bool unpackParts(const std::string &bytes,
 
 // Trace events as bytes, and back, appended to `into` (false on malformed
 // bytes).
-std::string packEvents(const std::vector<backend::cpu::TraceEvent> &events);
+std::string packEvents(const std::vector<backend::TraceEvent> &events);
 bool unpackEvents(const std::string &bytes,
-                  std::vector<backend::cpu::TraceEvent> &into);
+                  std::vector<backend::TraceEvent> &into);
 
 } // namespace mgc::session

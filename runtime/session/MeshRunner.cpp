@@ -11,8 +11,8 @@
 
 namespace mgc::session {
 
-using backend::cpu::NamedTensors;
-using backend::cpu::RunResult;
+using backend::NamedTensors;
+using backend::RunResult;
 
 namespace {
 
@@ -31,17 +31,36 @@ bool samePart(const ir::Sharding &step, const ir::Sharding &micro,
 
 } // namespace
 
-std::unique_ptr<MeshRunner>
-MeshRunner::create(MeshStep step, const backend::cpu::MeshOptions &options,
-                   backend::ProcessGroup *processes, DiagnosticEngine &diag) {
+MeshDevices cpuMeshDevices(const backend::cpu::MeshOptions &options) {
+  MeshDevices devices;
+  devices.trace = options.trace;
+  devices.make =
+      [options](
+          const ir::Mesh &mesh,
+          std::vector<const backend::Executable *> programs,
+          const backend::CommunicatorFactory &communicators,
+          DiagnosticEngine &diag) -> std::unique_ptr<backend::DeviceMesh> {
+    backend::cpu::MeshOptions o = options;
+    if (communicators)
+      o.communicators = communicators;
+    return backend::cpu::MeshExecutor::create(mesh, std::move(programs), o,
+                                              diag);
+  };
+  return devices;
+}
+
+std::unique_ptr<MeshRunner> MeshRunner::create(MeshStep step,
+                                               const MeshDevices &devices,
+                                               backend::ProcessGroup *processes,
+                                               DiagnosticEngine &diag) {
   std::unique_ptr<MeshRunner> r(new MeshRunner(std::move(step)));
   const MeshStep &s = r->step_;
-  r->options_ = options;
+  r->devices_ = devices;
   r->processes_ = processes;
   if (processes && processes->size() > 1)
-    r->options_.communicators = processes->communicators();
-  r->executor_ = backend::cpu::MeshExecutor::create(s.mesh, s.step.perDevice(),
-                                                    r->options_, diag);
+    r->communicators_ = processes->communicators();
+  r->executor_ =
+      devices.make(s.mesh, s.step.perDevice(), r->communicators_, diag);
   if (!r->executor_)
     return nullptr;
   r->local_.assign(r->executor_->localDevices().begin(),
@@ -82,8 +101,7 @@ MeshRunner::create(MeshStep step, const backend::cpu::MeshOptions &options,
     auto [it, inserted] =
         byPrograms.try_emplace(programs, r->microExecutors_.size());
     if (inserted) {
-      auto e =
-          backend::cpu::MeshExecutor::create(s.mesh, exes, r->options_, diag);
+      auto e = devices.make(s.mesh, exes, r->communicators_, diag);
       if (!e)
         return nullptr;
       r->microExecutors_.push_back(std::move(e));
@@ -211,7 +229,7 @@ void returnResident(std::vector<NamedTensors> &from,
 } // namespace
 
 FailureOr<std::vector<RunResult>>
-MeshRunner::runExecutor(backend::cpu::MeshExecutor &executor,
+MeshRunner::runExecutor(backend::DeviceMesh &executor,
                         const std::vector<NamedTensors> &parts,
                         DiagnosticEngine &diag, llvm::StringRef context) {
   auto ran = executor.run(parts, diag, context);
@@ -221,7 +239,7 @@ MeshRunner::runExecutor(backend::cpu::MeshExecutor &executor,
       times_[k].waitSeconds += executor.lastTimes()[k].waitSeconds;
       times_[k].bytesSent += executor.lastTimes()[k].bytesSent;
     }
-  if (options_.trace) {
+  if (devices_.trace) {
     trace_.insert(trace_.end(), executor.trace().begin(),
                   executor.trace().end());
     executor.clearTrace();
@@ -334,7 +352,7 @@ FailureOr<RunResult> MeshRunner::run(const NamedTensors &inputs,
                                      llvm::StringRef context) {
   const MeshStep &s = step_;
   size_t n = local_.size();
-  if (options_.trace && !traceStarted_) {
+  if (devices_.trace && !traceStarted_) {
     // One timeline for every executor, from the first step.
     origin_ = std::chrono::steady_clock::now();
     executor_->setTraceOrigin(origin_);
@@ -407,11 +425,11 @@ FailureOr<RunResult> MeshRunner::run(const NamedTensors &inputs,
   return out;
 }
 
-FailureOr<std::vector<backend::cpu::TraceEvent>>
+FailureOr<std::vector<backend::TraceEvent>>
 MeshRunner::gatherTrace(DiagnosticEngine &diag) {
   if (!processes_ || processes_->size() <= 1)
     return trace_;
-  std::vector<backend::cpu::TraceEvent> out;
+  std::vector<backend::TraceEvent> out;
   if (failed(fromEveryRank(
           packEvents(trace_), "gathering the timeline",
           [&](int, const std::string &bytes) {
@@ -424,7 +442,7 @@ MeshRunner::gatherTrace(DiagnosticEngine &diag) {
 
 FailureOr<std::vector<DeviceCommunication>>
 MeshRunner::communication(DiagnosticEngine &diag) {
-  using backend::cpu::QueueTimes;
+  using backend::QueueTimes;
   std::vector<QueueTimes> all = times_;
   if (processes_ && processes_->size() > 1) {
     // Plain structs of the same binary on every rank.

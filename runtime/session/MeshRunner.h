@@ -9,6 +9,7 @@
 
 #include "mgc/Session.h"
 
+#include "backend/DeviceMesh.h"
 #include "backend/ProcessGroup.h"
 #include "backend/cpu/MeshExecutor.h"
 #include "runtime/ShardedCheckpoint.h"
@@ -25,14 +26,34 @@
 
 namespace mgc::session {
 
+// How a runner makes the devices of its meshes: simulated CPU devices or
+// CUDA devices.
+struct MeshDevices {
+  // Record a timeline of every op (where the devices can).
+  bool trace = false;
+  // Makes the devices of `mesh` running `programs` (one per device), with
+  // `communicators` (empty: the backend's own, every device in this
+  // process); reports and returns null when it cannot.
+  std::function<std::unique_ptr<backend::DeviceMesh>(
+      const ir::Mesh &mesh, std::vector<const backend::Executable *> programs,
+      const backend::CommunicatorFactory &communicators,
+      DiagnosticEngine &diag)>
+      make;
+};
+
+// Simulated CPU devices with `options` (their communicators replaced by the
+// ones make() is given, when given).
+MeshDevices cpuMeshDevices(const backend::cpu::MeshOptions &options);
+
 class MeshRunner {
 public:
   // `processes`: the job's processes, or null when this process runs every
   // device. Reports and returns null when a program cannot run, or the
   // processes cannot share the mesh.
-  static std::unique_ptr<MeshRunner>
-  create(MeshStep step, const backend::cpu::MeshOptions &options,
-         backend::ProcessGroup *processes, DiagnosticEngine &diag);
+  static std::unique_ptr<MeshRunner> create(MeshStep step,
+                                            const MeshDevices &devices,
+                                            backend::ProcessGroup *processes,
+                                            DiagnosticEngine &diag);
 
   // Initialises each device's parts of the parameters and state from
   // `seed`, as the whole tensors' initialisers would (ir::initParameterSlab),
@@ -42,7 +63,7 @@ public:
   // Cuts each device's parts of the parameters and state from whole
   // tensors (every persistent argument of the step, by name); every rank
   // passes the same.
-  LogicalResult load(const backend::cpu::NamedTensors &whole,
+  LogicalResult load(const backend::NamedTensors &whole,
                      DiagnosticEngine &diag);
 
   // One step on the loaded parameters and state: `inputs` are whole
@@ -50,13 +71,13 @@ public:
   // whole; of the updates only the optimizer's step counter (the others
   // stay on the devices). Every rank
   // calls it. A device's error starts with `context` ("step 3, ").
-  FailureOr<backend::cpu::RunResult>
-  run(const backend::cpu::NamedTensors &inputs, DiagnosticEngine &diag,
-      llvm::StringRef context = "");
+  FailureOr<backend::RunResult> run(const backend::NamedTensors &inputs,
+                                    DiagnosticEngine &diag,
+                                    llvm::StringRef context = "");
 
   // The whole parameters and state, joined from every device's parts.
   // Every rank calls it.
-  FailureOr<backend::cpu::NamedTensors> gather(DiagnosticEngine &diag);
+  FailureOr<backend::NamedTensors> gather(DiagnosticEngine &diag);
 
   // Per device of the mesh (every rank's, exchanged when the devices are
   // spread), its communication over the steps so far. Every rank calls it.
@@ -77,11 +98,11 @@ public:
   const MeshStep &step() const { return step_; }
   // The devices of step().mesh this process runs.
   llvm::ArrayRef<int64_t> localDevices() const { return local_; }
-  // The timeline of every run since the runner was made (MeshOptions::trace)
+  // The timeline of every run since the runner was made (MeshDevices::trace)
   // on every device of the mesh: with several processes each
   // rank's events (times from its own first step, when the ranks start
   // together), exchanged. Every rank calls it.
-  FailureOr<std::vector<backend::cpu::TraceEvent>>
+  FailureOr<std::vector<backend::TraceEvent>>
   gatherTrace(DiagnosticEngine &diag);
 
 private:
@@ -91,19 +112,19 @@ private:
   // the device of `part`'s mesh given by deviceOf(d), added to `into`.
   LogicalResult cutInputs(const MeshPart &part,
                           const std::function<int64_t(int64_t)> &deviceOf,
-                          const backend::cpu::NamedTensors &inputs,
-                          std::vector<backend::cpu::NamedTensors> &into,
+                          const backend::NamedTensors &inputs,
+                          std::vector<backend::NamedTensors> &into,
                           DiagnosticEngine &diag);
   // Adds the resident parts `program` (of `part`) takes to `into[k]`.
   void addResident(const MeshPart &part,
                    const std::function<int64_t(int64_t)> &deviceOf,
-                   std::vector<backend::cpu::NamedTensors> &into);
+                   std::vector<backend::NamedTensors> &into);
   // The whole outputs of `logical` from `pieces` (by device of `programs`'
   // mesh; only this process's devices present).
-  LogicalResult
-  joinOutputs(const ir::Module &logical, const passes::DevicePrograms &programs,
-              std::map<int64_t, backend::cpu::NamedTensors> &pieces,
-              backend::cpu::NamedTensors &out, DiagnosticEngine &diag);
+  LogicalResult joinOutputs(const ir::Module &logical,
+                            const passes::DevicePrograms &programs,
+                            std::map<int64_t, backend::NamedTensors> &pieces,
+                            backend::NamedTensors &out, DiagnosticEngine &diag);
   // Calls `fn` with (local index, device, argument) for every parameter and
   // state tensor each local device holds; stops at the first failure.
   LogicalResult forEachHeld(
@@ -120,31 +141,33 @@ private:
   // needed(device, name) is true (nothing when one process runs every
   // device); every rank calls it. `what` starts an error.
   LogicalResult
-  exchange(std::map<int64_t, backend::cpu::NamedTensors> &pieces,
+  exchange(std::map<int64_t, backend::NamedTensors> &pieces,
            const std::function<bool(int64_t, const std::string &)> &needed,
            llvm::StringRef what, DiagnosticEngine &diag);
-  FailureOr<std::vector<backend::cpu::RunResult>>
-  runExecutor(backend::cpu::MeshExecutor &executor,
-              const std::vector<backend::cpu::NamedTensors> &parts,
+  FailureOr<std::vector<backend::RunResult>>
+  runExecutor(backend::DeviceMesh &executor,
+              const std::vector<backend::NamedTensors> &parts,
               DiagnosticEngine &diag, llvm::StringRef context);
 
   MeshStep step_;
-  backend::cpu::MeshOptions options_;
+  MeshDevices devices_;
+  // The processes' communicators when the mesh is spread over several.
+  backend::CommunicatorFactory communicators_;
   backend::ProcessGroup *processes_ = nullptr;
   std::vector<int64_t> local_;
   // Per local device (same index as local_): its parts of the parameters
   // and state, by name.
-  std::vector<backend::cpu::NamedTensors> resident_;
-  std::unique_ptr<backend::cpu::MeshExecutor> executor_;
+  std::vector<backend::NamedTensors> resident_;
+  std::unique_ptr<backend::DeviceMesh> executor_;
   // With accumulation: one executor per distinct set of micro-batch
   // programs, and the one each micro-batch uses.
-  std::vector<std::unique_ptr<backend::cpu::MeshExecutor>> microExecutors_;
+  std::vector<std::unique_ptr<backend::DeviceMesh>> microExecutors_;
   std::vector<size_t> microExecutorOf_;
-  std::vector<backend::cpu::TraceEvent> trace_;
+  std::vector<backend::TraceEvent> trace_;
   // Per local device: its steps' time, its compute queue's waits for
   // communication and the bytes it sent, summed over every step; and the
   // steps.
-  std::vector<backend::cpu::QueueTimes> times_;
+  std::vector<backend::QueueTimes> times_;
   int64_t steps_ = 0;
   std::chrono::steady_clock::time_point origin_;
   bool traceStarted_ = false;

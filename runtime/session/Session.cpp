@@ -234,7 +234,8 @@ FailureOr<bool> chooseCuda(const SessionOptions &options,
     diag.error("unknown backend '" + backend + "': expected cpu, cuda or auto");
     return failure();
   }
-  bool cpuOnly = !options.mesh.empty() || options.accumulate != 1;
+  // A mesh runs on CUDA when asked for: "auto" keeps it on the CPU.
+  bool onMesh = !options.mesh.empty() || options.accumulate != 1;
 #if MGC_HAVE_CUDA
   std::optional<std::string> why = backend::cuda::cudaUnavailableReason();
   if (why)
@@ -245,12 +246,7 @@ FailureOr<bool> chooseCuda(const SessionOptions &options,
                   "-DMGC_CUDA=ON where nvcc is installed)");
 #endif
   if (backend == "auto")
-    return !why && !cpuOnly;
-  if (cpuOnly) {
-    diag.error("the CUDA backend runs one device without accumulation; "
-               "meshes and accumulation run on the CPU backend");
-    return failure();
-  }
+    return !why && !onMesh;
   if (why) {
     diag.error(*why);
     return failure();
@@ -334,10 +330,12 @@ Session::create(const std::string &path, const SessionOptions &options) {
           failed(session::checkSamePlan(*meshStep, impl->processes,
                                         options.seed, diag)))
         return c.status();
-      backend::cpu::MeshOptions meshOptions;
-      meshOptions.trace = options.trace;
+      auto devices =
+          session::meshDevices(options, *onCuda, impl->processes, diag);
+      if (devices.failed())
+        return c.status();
       impl->meshRunner = session::MeshRunner::create(
-          std::move(*meshStep), meshOptions, impl->processes, diag);
+          std::move(*meshStep), *devices, impl->processes, diag);
       if (!impl->meshRunner)
         return c.status();
     } else if (options.zero != 0) {

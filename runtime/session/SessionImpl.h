@@ -96,6 +96,11 @@ runProgram(Session::Impl &impl, bool step,
 // the launcher's, or several processes with no mesh to share.
 FailureOr<backend::ProcessGroup *> jobProcesses(const SessionOptions &options,
                                                 DiagnosticEngine &diag);
+// The devices of the session's mesh: CUDA devices when `onCuda` (one
+// process only, for now), else simulated CPU devices.
+FailureOr<MeshDevices> meshDevices(const SessionOptions &options, bool onCuda,
+                                   backend::ProcessGroup *processes,
+                                   DiagnosticEngine &diag);
 // With several processes: every rank must have built the same plan (model,
 // -D, mesh, settings, seed); refuses, naming the first rank that differs.
 LogicalResult checkSamePlan(const MeshStep &step,

@@ -32,23 +32,6 @@ TEST_CASE("cuda: an unknown backend is an error") {
         std::string::npos);
 }
 
-TEST_CASE("cuda: a mesh or accumulation with the CUDA backend is an error") {
-  for (bool mesh : {true, false}) {
-    SessionOptions options;
-    options.defines = tinyMlp();
-    options.backend = "cuda";
-    if (mesh)
-      options.mesh = "dp=2";
-    else
-      options.accumulate = 2;
-    auto s = Session::create(sample("mlp.mg"), options);
-    REQUIRE(!s);
-    CHECK(s.status().message().find(
-              "the CUDA backend runs one device without accumulation") !=
-          std::string::npos);
-  }
-}
-
 #if MGC_HAVE_CUDA
 
 // Without a device, cuda is an error that says why and auto is the CPU;

@@ -1,0 +1,150 @@
+// The CUDA mesh: a thread per device runs its executor's step; the first
+// device to fail aborts the communicators, so that peers blocked in a
+// collective's rendezvous fail too instead of waiting forever.
+#include "backend/cuda/CudaMesh.h"
+
+#include "backend/cuda/CudaLocalMesh.h"
+
+#include <chrono>
+#include <mutex>
+#include <thread>
+
+namespace mgc::backend::cuda {
+
+namespace {
+
+std::string devicePrefix(int64_t device) {
+  return "device " + std::to_string(device) + ": ";
+}
+
+} // namespace
+
+struct CudaMesh::Impl {
+  ir::Mesh mesh;
+  std::unique_ptr<CommunicatorSet> comms;
+  std::vector<std::unique_ptr<CudaExecutor>> executors; // localDevices order
+  std::vector<QueueTimes> times;
+  std::vector<TraceEvent> noTrace;
+};
+
+CudaMesh::CudaMesh(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CudaMesh::~CudaMesh() = default;
+
+std::unique_ptr<CudaMesh>
+CudaMesh::create(const ir::Mesh &mesh, std::vector<const Executable *> programs,
+                 const CudaMeshOptions &options, DiagnosticEngine &diag) {
+  if (failed(checkMeshPrograms(mesh, programs, diag)))
+    return nullptr;
+  if (options.device.graph) {
+    diag.error("a CUDA Graph of a mesh step is not supported yet (run the "
+               "mesh without --cuda-graph)");
+    return nullptr;
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->mesh = mesh;
+  std::string why;
+  if (options.communicators)
+    impl->comms = options.communicators(mesh, why);
+  else
+    impl->comms = CudaLocalMesh::create(mesh, why);
+  if (!impl->comms) {
+    diag.error("the communicators of mesh " + mesh.str() +
+               " cannot be made: " + why);
+    return nullptr;
+  }
+  for (int64_t d : impl->comms->localDevices()) {
+    CudaOptions device = options.device;
+    device.comm = &impl->comms->endpoint(d);
+    auto executor = CudaExecutor::create(*programs[d], device, diag);
+    if (!executor) {
+      diag.error(devicePrefix(d) + "its program cannot run on CUDA");
+      return nullptr;
+    }
+    impl->executors.push_back(std::move(executor));
+  }
+  return std::unique_ptr<CudaMesh>(new CudaMesh(std::move(impl)));
+}
+
+FailureOr<std::vector<RunResult>>
+CudaMesh::run(const std::vector<NamedTensors> &arguments,
+              DiagnosticEngine &diag, llvm::StringRef context) {
+  Impl &im = *impl_;
+  llvm::ArrayRef<int64_t> local = im.comms->localDevices();
+  size_t n = local.size();
+  if (arguments.size() != n) {
+    diag.error("this process runs " + std::to_string(n) +
+               " devices of the mesh " + im.mesh.str() + " but arguments for " +
+               std::to_string(arguments.size()) + " were given");
+    return failure();
+  }
+  using Clock = std::chrono::steady_clock;
+  std::vector<FailureOr<RunResult>> results(n, failure());
+  // Each device's first error (its location and message).
+  struct FirstError {
+    Loc loc;
+    std::string message;
+    bool set = false;
+  };
+  std::vector<FirstError> errors(n);
+  std::vector<double> seconds(n, 0);
+  std::vector<uint64_t> sentBefore;
+  for (int64_t d : local)
+    sentBefore.push_back(im.comms->endpoint(d).bytesSent());
+  std::mutex firstMutex;
+  int first = -1; // the first device to fail
+  auto runDevice = [&](size_t k) {
+    Clock::time_point start = Clock::now();
+    DiagnosticEngine own;
+    own.setHandler([&](Severity severity, Loc loc, const std::string &text) {
+      if (severity == Severity::Error && !errors[k].set)
+        errors[k] = {loc, text, true};
+    });
+    results[k] = im.executors[k]->run(arguments[k], own);
+    seconds[k] = std::chrono::duration<double>(Clock::now() - start).count();
+    if (!results[k].failed())
+      return;
+    std::lock_guard<std::mutex> lock(firstMutex);
+    if (first < 0) {
+      first = static_cast<int>(k);
+      im.comms->abort("device " + std::to_string(local[k]) +
+                      " failed: " + errors[k].message);
+    }
+  };
+  std::vector<std::thread> threads;
+  for (size_t k = 0; k < n; ++k)
+    threads.emplace_back(runDevice, k);
+  for (std::thread &t : threads)
+    t.join();
+
+  im.times.clear();
+  for (size_t k = 0; k < n; ++k)
+    im.times.push_back(
+        {local[k], seconds[k], 0,
+         im.comms->endpoint(local[k]).bytesSent() - sentBefore[k]});
+  if (first >= 0) {
+    diag.error(errors[first].loc, context.str() + devicePrefix(local[first]) +
+                                      errors[first].message);
+    im.comms->reset();
+    return failure();
+  }
+  std::vector<RunResult> out;
+  for (auto &r : results)
+    out.push_back(std::move(*r));
+  return out;
+}
+
+const std::vector<QueueTimes> &CudaMesh::lastTimes() const {
+  return impl_->times;
+}
+
+const std::vector<TraceEvent> &CudaMesh::trace() const {
+  return impl_->noTrace;
+}
+
+const ir::Mesh &CudaMesh::mesh() const { return impl_->mesh; }
+
+llvm::ArrayRef<int64_t> CudaMesh::localDevices() const {
+  return impl_->comms->localDevices();
+}
+
+} // namespace mgc::backend::cuda

@@ -1,0 +1,59 @@
+// The DeviceMesh of CUDA devices (backend/DeviceMesh.h): one CUDA executor
+// per device of the mesh that this process runs, each with its compute
+// stream and its communication stream (CudaOptions::comm), and a host
+// thread per device that enqueues its step (a collective's rendezvous
+// blocks that thread until the group has called, never the GPU). The
+// communicators are stream communicators from a factory; by default every
+// device of the mesh is simulated on the one GPU of this process
+// (CudaLocalMesh). Each step copies every device's arguments in and its
+// results out.
+#pragma once
+
+#include "backend/Communicator.h"
+#include "backend/DeviceMesh.h"
+#include "backend/Executable.h"
+#include "backend/cuda/CudaExecutor.h"
+
+#include <memory>
+#include <vector>
+
+namespace mgc::backend::cuda {
+
+struct CudaMeshOptions {
+  // Per-device executor options (comm is set per device; graph is refused).
+  CudaOptions device;
+  // Stream communicators; empty: every device simulated on this GPU.
+  CommunicatorFactory communicators;
+};
+
+class CudaMesh final : public DeviceMesh {
+public:
+  // `programs[k]` is device k's executable; they must outlive the mesh.
+  // Reports and returns null when a program cannot run on CUDA, the
+  // communicators cannot be made, or the devices do not fit the GPU.
+  static std::unique_ptr<CudaMesh>
+  create(const ir::Mesh &mesh, std::vector<const Executable *> programs,
+         const CudaMeshOptions &options, DiagnosticEngine &diag);
+  ~CudaMesh() override;
+
+  FailureOr<std::vector<RunResult>>
+  run(const std::vector<NamedTensors> &arguments, DiagnosticEngine &diag,
+      llvm::StringRef context = "") override;
+  // Step time per device (the host's view: from the start of the step to
+  // its device's results copied back); the waits for communication are not
+  // measured on CUDA yet (0).
+  const std::vector<QueueTimes> &lastTimes() const override;
+  // No timeline on CUDA yet: always empty.
+  const std::vector<TraceEvent> &trace() const override;
+  void clearTrace() override {}
+  void setTraceOrigin(std::chrono::steady_clock::time_point) override {}
+  const ir::Mesh &mesh() const override;
+  llvm::ArrayRef<int64_t> localDevices() const override;
+
+private:
+  struct Impl;
+  explicit CudaMesh(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+} // namespace mgc::backend::cuda
