@@ -191,8 +191,9 @@ const CommandSpec &runSpec() {
              {"--threads", "N", "CPU worker threads (default: one per core)"},
              {"--backend",
               "NAME",
-              "cpu (default), cuda (one CUDA device) or auto (CUDA when a "
-              "device is present, else the CPU); meshes run on the CPU",
+              "cpu (default), cuda (one CUDA device; a mesh's devices "
+              "simulated on it) or auto (CUDA when a device is present, "
+              "else the CPU; meshes on the CPU)",
               false,
               {"cpu", "cuda", "auto"}},
              {"--cuda-graph", "",
