@@ -14,6 +14,10 @@
 #                                    (mgc_unit_tests -tc='cuda*');
 #                                 2. a few training steps of each sample on
 #                                    CUDA and on the CPU, losses compared;
+#                                    and every mesh of the CPU's
+#                                    multi-process equivalence test with its
+#                                    devices simulated on the GPU, against
+#                                    the same mesh on the CPU;
 #                                 3. the benchmarks: GPT-2 124M (B=16,
 #                                    T=1024) and the 8 x 4096 MLP (B=16384),
 #                                    bf16, mgc against PyTorch
@@ -132,6 +136,31 @@ run_checks() {
       row "train $name $precision: largest loss difference" \
         "$(loss_diff "$work/$name-$precision-cpu.json" "$work/$name-$precision-cuda.json" 2>/dev/null || echo failed)"
     done
+  done
+
+  log "== 2b. meshes simulated on the GPU against the same mesh on the CPU"
+  local mlp=(samples/mlp.mg -D B=16 -D D=12 -D H=24 -D C=5 --steps 3)
+  local gpt=(samples/gpt.mg -D V=256 -D T=16 -D D=32 -D H=2 -D L=2 -D B=4
+    --text samples/data/rhymes.txt --steps 3)
+  local -a meshes=(
+    "mlp|--devices 2" "mlp|--mesh tp=2" "mlp|--mesh dp=2,tp=2"
+    "mlp|--devices 4 --zero 1" "mlp|--devices 2 --zero 2"
+    "mlp|--mesh dp=2 --dp-weights 3,1" "mlp|--devices 2 --accumulate 2"
+    "gpt|--devices 2" "gpt|--devices 2 --zero 1 --accumulate 2")
+  local entry model flags
+  for entry in "${meshes[@]}"; do
+    model=${entry%%|*}
+    flags=${entry#*|}
+    if [ "$model" = mlp ]; then args=("${mlp[@]}"); else args=("${gpt[@]}"); fi
+    for backend in cpu cuda; do
+      # shellcheck disable=SC2086
+      timeout 120 "$mgc" run "${args[@]}" $flags --backend $backend \
+        --log-json "$work/mesh-$backend.json" > "$work/out.txt" 2>&1 ||
+        tail -n 3 "$work/out.txt" | tee -a "$report"
+    done
+    row "mesh $model $flags: largest loss difference" \
+      "$(loss_diff "$work/mesh-cpu.json" "$work/mesh-cuda.json" 2>/dev/null || echo failed)"
+    rm -f "$work/mesh-cpu.json" "$work/mesh-cuda.json"
   done
 
   log "== 3. benchmarks ($steps steps, mean over all but the first 3)"
