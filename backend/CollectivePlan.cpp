@@ -265,4 +265,44 @@ planCollective(const ir::Op &op, const Communicator *comm, std::string &error) {
   return std::nullopt;
 }
 
+std::optional<IndexPart> planIndexPart(const ir::Op &op,
+                                       const Communicator *comm,
+                                       int64_t dimension, std::string &error) {
+  const ir::Attrs &attrs = op.attrs();
+  const std::vector<int64_t> &sizes = attrs.getInts("sizes");
+  if (sizes.empty())
+    return IndexPart{0, dimension, dimension};
+  const std::string &axis = attrs.getString("axis");
+  int64_t parts = static_cast<int64_t>(sizes.size());
+  int64_t part = attrs.getInt("part");
+  std::string what = op.name().str() + " on axis '" + axis + "'";
+  if (comm) {
+    const ir::MeshAxis *a = comm->mesh().findAxis(axis);
+    if (!a || a->size != parts) {
+      error = what + " has " + std::to_string(parts) + " parts, but the mesh " +
+              comm->mesh().str() +
+              (a ? " has " + std::to_string(a->size) + " devices on it"
+                 : " has no such axis");
+      return std::nullopt;
+    }
+    int64_t c = comm->coord(axis);
+    if (part >= 0 && part != c) {
+      error = what + " is the program of part " + std::to_string(part) +
+              ", but device " + std::to_string(comm->device()) +
+              " has coordinate " + std::to_string(c);
+      return std::nullopt;
+    }
+    part = c;
+  } else if (part < 0 && parts == 1) {
+    part = 0;
+  }
+  if (part < 0 || part >= parts) {
+    error = what + " needs a communicator (a multi-device run) or "
+                   "attribute `part`";
+    return std::nullopt;
+  }
+  return IndexPart{total(llvm::ArrayRef<int64_t>(sizes).take_front(part)),
+                   sizes[part], total(sizes)};
+}
+
 } // namespace mgc::backend

@@ -62,4 +62,20 @@ uint64_t collectiveScratchBytes(const ir::Op &op);
 std::optional<CollectivePlan>
 planCollective(const ir::Op &op, const Communicator *comm, std::string &error);
 
+// The part of an indexed dimension (classes of logits, rows of an
+// embedding table) that a vocabulary-parallel op of a device holds:
+// [begin, begin + size) of `whole`. An op with `sizes` holds part c of
+// them, c being attribute `part` or the device's coordinate on `axis`; an
+// op without (the logical op) holds all `whole` of its own dimension.
+struct IndexPart {
+  int64_t begin = 0, size = 0, whole = 0;
+  bool holds(int64_t id) const { return id >= begin && id < begin + size; }
+};
+// `dimension`: the size of the op's own dimension (the part's, or the whole
+// one without `sizes`). nullopt with `error` set when the device cannot
+// tell which part it holds.
+std::optional<IndexPart> planIndexPart(const ir::Op &op,
+                                       const Communicator *comm,
+                                       int64_t dimension, std::string &error);
+
 } // namespace mgc::backend

@@ -146,7 +146,8 @@ run_checks() {
     "mlp|--devices 2" "mlp|--mesh tp=2" "mlp|--mesh dp=2,tp=2"
     "mlp|--devices 4 --zero 1" "mlp|--devices 2 --zero 2"
     "mlp|--mesh dp=2 --dp-weights 3,1" "mlp|--devices 2 --accumulate 2"
-    "gpt|--devices 2" "gpt|--devices 2 --zero 1 --accumulate 2")
+    "gpt|--devices 2" "gpt|--mesh dp=2,tp=2 --zero 1"
+    "gpt|--mesh dp=2,tp=2 --accumulate 2")
   local entry model flags
   for entry in "${meshes[@]}"; do
     model=${entry%%|*}

@@ -5,65 +5,30 @@
 // the parts are even and `part` is -1, the device's coordinate on `axis`
 // from the communicator. Ids and targets outside the part contribute zeros;
 // ids outside the whole dimension are errors, as for the logical ops.
+#include "backend/CollectivePlan.h"
 #include "backend/cpu/Elem.h"
 #include "backend/cpu/Kernels.h"
 
 #include <cmath>
 #include <cstring>
-#include <numeric>
 
 namespace mgc::backend::cpu {
 
 namespace {
 
-// The range [begin, begin + size) of the indexed dimension this device
-// holds, and that dimension's logical size.
-struct PartRange {
-  int64_t begin = 0, size = 0, whole = 0;
-  bool holds(int64_t id) const { return id >= begin && id < begin + size; }
-};
+using PartRange = IndexPart;
 
-// The range of the op's part; `whole` for an op without `sizes` (the
-// logical op). False (with the error set) when the device cannot tell.
+// The range of the op's part (backend/CollectivePlan.h); false (with the
+// error set) when the device cannot tell.
 bool partRange(const KernelArgs &args, int64_t whole, PartRange &out) {
-  const ir::Attrs &attrs = args.op.attrs();
-  const std::vector<int64_t> &sizes = attrs.getInts("sizes");
-  if (sizes.empty()) {
-    out = {0, whole, whole};
-    return true;
-  }
-  const std::string &axis = attrs.getString("axis");
-  int64_t parts = static_cast<int64_t>(sizes.size());
-  int64_t part = attrs.getInt("part");
-  std::string what = args.op.name().str() + " on axis '" + axis + "'";
-  if (args.comm) {
-    const ir::MeshAxis *a = args.comm->mesh().findAxis(axis);
-    if (!a || a->size != parts) {
-      (void)args.fail(what + " has " + std::to_string(parts) +
-                      " parts, but the mesh " + args.comm->mesh().str() +
-                      (a ? " has " + std::to_string(a->size) + " devices on it"
-                         : " has no such axis"));
-      return false;
-    }
-    int64_t c = args.comm->coord(axis);
-    if (part >= 0 && part != c) {
-      (void)args.fail(what + " is the program of part " + std::to_string(part) +
-                      ", but device " + std::to_string(args.comm->device()) +
-                      " has coordinate " + std::to_string(c));
-      return false;
-    }
-    part = c;
-  } else if (part < 0 && parts == 1) {
-    part = 0;
-  }
-  if (part < 0 || part >= parts) {
-    (void)args.fail(what + " needs a communicator (a multi-device run) or "
-                           "attribute `part`");
+  std::string error;
+  std::optional<IndexPart> part =
+      planIndexPart(args.op, args.comm, whole, error);
+  if (!part) {
+    (void)args.fail(error);
     return false;
   }
-  out.begin = std::accumulate(sizes.begin(), sizes.begin() + part, int64_t(0));
-  out.size = sizes[part];
-  out.whole = std::accumulate(sizes.begin(), sizes.end(), int64_t(0));
+  out = *part;
   return true;
 }
 

@@ -241,9 +241,10 @@ LogicalResult kMatmul(const CudaKernelArgs &args) {
 // table[V, D], ids[P] -> out[P, D]
 LogicalResult kEmbedding(const CudaKernelArgs &args) {
   const DeviceTensor &table = args.in[0], &ids = args.in[1];
+  int64_t rows = table.shape()[0];
   if (failed(CHECKED(launchEmbedding(
           args.launch, toDt(ids.dtype()), ids.data, ids.size(), table.data,
-          table.shape()[0], table.shape()[1],
+          {0, rows, rows}, table.shape()[1],
           static_cast<int>(ir::dtypeBytes(table.dtype())), args.out.data))))
     return failure();
   return noteValue(args, 1);
@@ -252,12 +253,83 @@ LogicalResult kEmbedding(const CudaKernelArgs &args) {
 // dy[P, D], ids[P] -> table[rows, D]
 LogicalResult kEmbeddingGrad(const CudaKernelArgs &args) {
   const DeviceTensor &ids = args.in[1];
-  if (failed(CHECKED(launchEmbeddingGrad(
-          args.launch, toDt(args.out.dtype()), toDt(ids.dtype()),
-          args.in[0].data, ids.data, ids.size(), args.out.shape()[0],
-          args.out.shape()[1], args.out.data))))
+  int64_t rows = args.out.shape()[0];
+  if (failed(CHECKED(launchEmbeddingGrad(args.launch, toDt(args.out.dtype()),
+                                         toDt(ids.dtype()), args.in[0].data,
+                                         ids.data, ids.size(), {0, rows, rows},
+                                         args.out.shape()[1], args.out.data))))
     return failure();
   return noteValue(args, 1);
+}
+
+// The part of a vocabulary-parallel op (backend/CollectivePlan.h), of a
+// dimension of `dimension` on this device.
+std::optional<IdPart> idPart(const CudaKernelArgs &args, int64_t dimension) {
+  std::string error;
+  auto part = planIndexPart(args.op, args.comm, dimension, error);
+  if (!part) {
+    (void)fail(args, error);
+    return std::nullopt;
+  }
+  return IdPart{part->begin, part->size, part->whole};
+}
+
+// table[rows, D] (part c of the rows), ids[P] -> [P, D]
+LogicalResult kEmbeddingPart(const CudaKernelArgs &args) {
+  const DeviceTensor &table = args.in[0], &ids = args.in[1];
+  auto part = idPart(args, table.shape()[0]);
+  if (!part ||
+      failed(CHECKED(launchEmbedding(
+          args.launch, toDt(ids.dtype()), ids.data, ids.size(), table.data,
+          *part, table.shape()[1],
+          static_cast<int>(ir::dtypeBytes(table.dtype())), args.out.data))))
+    return failure();
+  return noteValue(args, 1);
+}
+
+// dy[P, D], ids[P] -> [sizes[c], D]
+LogicalResult kEmbeddingGradPart(const CudaKernelArgs &args) {
+  const DeviceTensor &ids = args.in[1];
+  auto part = idPart(args, args.out.shape()[0]);
+  if (!part || failed(CHECKED(launchEmbeddingGrad(
+                   args.launch, toDt(args.out.dtype()), toDt(ids.dtype()),
+                   args.in[0].data, ids.data, ids.size(), *part,
+                   args.out.shape()[1], args.out.data))))
+    return failure();
+  return noteValue(args, 1);
+}
+
+// x[P, C], m[P] -> s[P]
+LogicalResult kSumExp(const CudaKernelArgs &args) {
+  int64_t c = args.in[0].shape().back();
+  return CHECKED(launchSumExp(args.launch, toDt(args.out.dtype()),
+                              args.in[0].data, args.in[1].data, args.out.size(),
+                              c, args.out.data));
+}
+
+// logits[P, C], targets[P] -> [P]
+LogicalResult kClassLogit(const CudaKernelArgs &args) {
+  int64_t c = args.in[0].shape().back();
+  auto part = idPart(args, c);
+  if (!part || failed(CHECKED(launchClassLogit(
+                   args.launch, toDt(args.out.dtype()),
+                   toDt(args.in[1].dtype()), args.in[0].data, args.in[1].data,
+                   args.out.size(), c, *part, args.out.data))))
+    return failure();
+  return noteValue(args, 1);
+}
+
+// dy[], logits[P, C], m[P], s[P], targets[P] -> dlogits[P, C]
+LogicalResult kCrossEntropyGradStats(const CudaKernelArgs &args) {
+  int64_t c = args.in[1].shape().back();
+  auto part = idPart(args, c);
+  if (!part ||
+      failed(CHECKED(launchCrossEntropyGradStats(
+          args.launch, toDt(args.out.dtype()), toDt(args.in[4].dtype()),
+          args.in[0].data, args.in[1].data, args.in[2].data, args.in[3].data,
+          args.in[4].data, args.in[4].size(), c, *part, args.out.data))))
+    return failure();
+  return noteValue(args, 4);
 }
 
 // x[s] -> out[s]: the same bytes.
@@ -625,6 +697,16 @@ CudaKernelFn cudaKernelFor(ir::OpKind kind) {
     return kFused;
   case OpKind::MatmulEpilogue:
     return kMatmulEpilogue;
+  case OpKind::SumExp:
+    return kSumExp;
+  case OpKind::ClassLogit:
+    return kClassLogit;
+  case OpKind::CrossEntropyGradStats:
+    return kCrossEntropyGradStats;
+  case OpKind::EmbeddingPart:
+    return kEmbeddingPart;
+  case OpKind::EmbeddingGradPart:
+    return kEmbeddingGradPart;
   default:
     return cudaCollectiveKernelFor(kind);
   }
@@ -704,6 +786,25 @@ std::string describeDeviceError(const ir::Op &op, uint32_t code,
       limit = op.operand(1)->type().shape.back();
       what = "cross_entropy_grad target";
       break;
+    case OpKind::EmbeddingPart:
+    case OpKind::EmbeddingGradPart:
+    case OpKind::ClassLogit:
+    case OpKind::CrossEntropyGradStats: {
+      // The whole dimension, of which the device holds a part.
+      const std::vector<int64_t> &sizes = op.attrs().getInts("sizes");
+      for (int64_t n : sizes)
+        limit += n;
+      if (sizes.empty()) // the logical op: its logits' classes
+        limit = op.operand(op.kind() == OpKind::ClassLogit ? 0 : 1)
+                    ->type()
+                    .shape.back();
+      what = op.kind() == OpKind::EmbeddingPart       ? "embedding_part id"
+             : op.kind() == OpKind::EmbeddingGradPart ? "embedding_grad_part id"
+             : op.kind() == OpKind::ClassLogit        ? "class_logit target"
+                                               : "cross_entropy_grad_stats "
+                                                 "target";
+      break;
+    }
     default:
       break;
     }

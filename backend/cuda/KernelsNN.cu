@@ -139,20 +139,22 @@ __global__ void causalMaskKernel(const S *x, S *y, int64_t n, int64_t t,
 }
 
 // One thread per element of out[count, d]; an id out of range is recorded
-// and its row left zero.
+// and its row left zero, as is the row of an id the part does not hold.
 template <typename T>
 __global__ void embeddingKernel(const void *ids, Dt idDt, int64_t count,
-                                const T *table, int64_t vocab, int64_t d,
-                                T *out, DeviceError *error, int32_t step) {
+                                const T *table, IdPart part, int64_t d, T *out,
+                                DeviceError *error, int32_t step) {
   MGC_GRID_STRIDE(i, count * d) {
     int64_t n = i / d, j = i % d;
     int64_t id = loadId(ids, idDt, n);
-    if (id < 0 || id >= vocab) {
+    if (id < 0 || id >= part.whole) {
       if (j == 0)
         raiseError(error, step, kIdOutOfRange, n);
       out[i] = T(0);
+    } else if (id < part.begin || id >= part.begin + part.size) {
+      out[i] = T(0);
     } else {
-      out[i] = table[id * d + j];
+      out[i] = table[(id - part.begin) * d + j];
     }
   }
 }
@@ -162,20 +164,70 @@ __global__ void embeddingKernel(const void *ids, Dt idDt, int64_t count,
 // result is deterministic. `out` is zeroed before.
 template <typename S>
 __global__ void embeddingGradKernel(const S *dy, const void *ids, Dt idDt,
-                                    int64_t count, int64_t rows, int64_t d,
+                                    int64_t count, IdPart part, int64_t d,
                                     S *out, DeviceError *error, int32_t step) {
   using E = Elem<S>;
   MGC_GRID_STRIDE(j, d) {
     for (int64_t n = 0; n < count; ++n) {
       int64_t id = loadId(ids, idDt, n);
-      if (id < 0 || id >= rows) {
+      if (id < 0 || id >= part.whole) {
         if (j == 0)
           raiseError(error, step, kIdOutOfRange, n);
         continue;
       }
-      S *cell = out + id * d + j;
+      if (id < part.begin || id >= part.begin + part.size)
+        continue;
+      S *cell = out + (id - part.begin) * d + j;
       *cell = E::store(E::load(*cell) + E::load(dy[n * d + j]));
     }
+  }
+}
+
+// One thread per row: sum over the row of exp(x - m), in f64 in order.
+template <typename S>
+__global__ void sumExpKernel(const S *x, const S *m, int64_t rows, int64_t c,
+                             S *out) {
+  using E = Elem<S>;
+  MGC_GRID_STRIDE(p, rows) {
+    double mp = E::load(m[p]), s = 0;
+    for (int64_t j = 0; j < c; ++j)
+      s += exp(double(E::load(x[p * c + j])) - mp);
+    out[p] = E::store(static_cast<ComputeOf<S>>(s));
+  }
+}
+
+// One thread per row: the target's logit where the part holds it, else 0.
+template <typename S>
+__global__ void classLogitKernel(const S *logits, const void *targets, Dt idDt,
+                                 int64_t rows, int64_t c, IdPart part, S *out,
+                                 DeviceError *error, int32_t step) {
+  MGC_GRID_STRIDE(p, rows) {
+    int64_t t = loadId(targets, idDt, p);
+    if (t < 0 || t >= part.whole)
+      raiseError(error, step, kIdOutOfRange, p);
+    bool held = t >= part.begin && t < part.begin + part.size;
+    out[p] = held ? logits[p * c + t - part.begin] : Elem<S>::store(0);
+  }
+}
+
+// One thread per element of dlogits[rows, c].
+template <typename S>
+__global__ void
+crossEntropyGradStatsKernel(const S *dy, const S *logits, const S *m,
+                            const S *s, const void *targets, Dt idDt,
+                            int64_t rows, int64_t c, IdPart part, S *out,
+                            DeviceError *error, int32_t step) {
+  using E = Elem<S>;
+  double scale = E::load(dy[0]) / static_cast<double>(rows);
+  MGC_GRID_STRIDE(i, rows * c) {
+    int64_t p = i / c, j = i % c;
+    int64_t t = loadId(targets, idDt, p);
+    if (j == 0 && (t < 0 || t >= part.whole))
+      raiseError(error, step, kIdOutOfRange, p);
+    double v = exp(double(E::load(logits[i])) - double(E::load(m[p]))) /
+               double(E::load(s[p])) * scale;
+    out[i] = E::store(
+        static_cast<ComputeOf<S>>(j == t - part.begin ? v - scale : v));
   }
 }
 
@@ -329,7 +381,7 @@ cudaError_t launchCausalMask(const Launch &l, Dt dt, const void *x, void *y,
 }
 
 cudaError_t launchEmbedding(const Launch &l, Dt idDt, const void *ids,
-                            int64_t count, const void *table, int64_t vocab,
+                            int64_t count, const void *table, IdPart part,
                             int64_t d, int elemBytes, void *out) {
   int64_t n = count * d;
   if (n <= 0)
@@ -337,17 +389,17 @@ cudaError_t launchEmbedding(const Launch &l, Dt idDt, const void *ids,
   switch (elemBytes) {
   case 2:
     embeddingKernel<<<gridFor(n), kThreads, 0, l.stream>>>(
-        ids, idDt, count, static_cast<const uint16_t *>(table), vocab, d,
+        ids, idDt, count, static_cast<const uint16_t *>(table), part, d,
         static_cast<uint16_t *>(out), l.error, l.step);
     break;
   case 4:
     embeddingKernel<<<gridFor(n), kThreads, 0, l.stream>>>(
-        ids, idDt, count, static_cast<const uint32_t *>(table), vocab, d,
+        ids, idDt, count, static_cast<const uint32_t *>(table), part, d,
         static_cast<uint32_t *>(out), l.error, l.step);
     break;
   default:
     embeddingKernel<<<gridFor(n), kThreads, 0, l.stream>>>(
-        ids, idDt, count, static_cast<const uint64_t *>(table), vocab, d,
+        ids, idDt, count, static_cast<const uint64_t *>(table), part, d,
         static_cast<uint64_t *>(out), l.error, l.step);
     break;
   }
@@ -355,9 +407,9 @@ cudaError_t launchEmbedding(const Launch &l, Dt idDt, const void *ids,
 }
 
 cudaError_t launchEmbeddingGrad(const Launch &l, Dt dt, Dt idDt, const void *dy,
-                                const void *ids, int64_t count, int64_t rows,
+                                const void *ids, int64_t count, IdPart part,
                                 int64_t d, void *out) {
-  int64_t bytes = rows * d * (dt == Dt::F64 ? 8 : dt == Dt::F32 ? 4 : 2);
+  int64_t bytes = part.size * d * (dt == Dt::F64 ? 8 : dt == Dt::F32 ? 4 : 2);
   if (bytes <= 0)
     return cudaSuccess;
   // All-zero bits are +0 in every float type.
@@ -366,8 +418,50 @@ cudaError_t launchEmbeddingGrad(const Launch &l, Dt dt, Dt idDt, const void *dy,
     return e;
   return visitFloat(dt, [&]<typename S>() {
     embeddingGradKernel<S><<<gridFor(d, 128), 128, 0, l.stream>>>(
-        static_cast<const S *>(dy), ids, idDt, count, rows, d,
+        static_cast<const S *>(dy), ids, idDt, count, part, d,
         static_cast<S *>(out), l.error, l.step);
+    return lastError();
+  });
+}
+
+cudaError_t launchSumExp(const Launch &l, Dt dt, const void *x, const void *m,
+                         int64_t rows, int64_t c, void *out) {
+  if (rows <= 0)
+    return cudaSuccess;
+  return visitFloat(dt, [&]<typename S>() {
+    sumExpKernel<S><<<gridFor(rows), kThreads, 0, l.stream>>>(
+        static_cast<const S *>(x), static_cast<const S *>(m), rows, c,
+        static_cast<S *>(out));
+    return lastError();
+  });
+}
+
+cudaError_t launchClassLogit(const Launch &l, Dt dt, Dt idDt,
+                             const void *logits, const void *targets,
+                             int64_t rows, int64_t c, IdPart part, void *out) {
+  if (rows <= 0)
+    return cudaSuccess;
+  return visitFloat(dt, [&]<typename S>() {
+    classLogitKernel<S><<<gridFor(rows), kThreads, 0, l.stream>>>(
+        static_cast<const S *>(logits), targets, idDt, rows, c, part,
+        static_cast<S *>(out), l.error, l.step);
+    return lastError();
+  });
+}
+
+cudaError_t launchCrossEntropyGradStats(const Launch &l, Dt dt, Dt idDt,
+                                        const void *dy, const void *logits,
+                                        const void *m, const void *s,
+                                        const void *targets, int64_t rows,
+                                        int64_t c, IdPart part, void *out) {
+  if (rows * c <= 0)
+    return cudaSuccess;
+  return visitFloat(dt, [&]<typename S>() {
+    crossEntropyGradStatsKernel<S>
+        <<<gridFor(rows * c), kThreads, 0, l.stream>>>(
+            static_cast<const S *>(dy), static_cast<const S *>(logits),
+            static_cast<const S *>(m), static_cast<const S *>(s), targets, idDt,
+            rows, c, part, static_cast<S *>(out), l.error, l.step);
     return lastError();
   });
 }

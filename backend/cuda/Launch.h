@@ -179,12 +179,34 @@ cudaError_t launchLayernormGradX(const Launch &launch, Dt dt, const void *dy,
 cudaError_t launchCausalMask(const Launch &launch, Dt dt, const void *x,
                              void *y, int64_t matrices, int64_t t,
                              bool negInfinity);
+// The part [begin, begin + size) of an indexed dimension of `whole` that a
+// device holds (all of it outside tensor parallelism): ids in [0, whole)
+// outside the part give zeros, ids outside [0, whole) are errors.
+struct IdPart {
+  int64_t begin = 0, size = 0, whole = 0;
+};
+// table[part.size, d] -> out[count, d]
 cudaError_t launchEmbedding(const Launch &launch, Dt idDt, const void *ids,
-                            int64_t count, const void *table, int64_t vocab,
+                            int64_t count, const void *table, IdPart part,
                             int64_t d, int elemBytes, void *out);
+// dy[count, d] -> out[part.size, d]
 cudaError_t launchEmbeddingGrad(const Launch &launch, Dt dt, Dt idDt,
                                 const void *dy, const void *ids, int64_t count,
-                                int64_t rows, int64_t d, void *out);
+                                IdPart part, int64_t d, void *out);
+// The pieces of cross_entropy on logits split by classes (rows of c
+// classes, part `part` of them): sum over the row of exp(x - m) in f64;
+// the target's logit (0 where the part lacks it); and
+// dy * (exp(x - m) / s - onehot(target)) / rows.
+cudaError_t launchSumExp(const Launch &launch, Dt dt, const void *x,
+                         const void *m, int64_t rows, int64_t c, void *out);
+cudaError_t launchClassLogit(const Launch &launch, Dt dt, Dt idDt,
+                             const void *logits, const void *targets,
+                             int64_t rows, int64_t c, IdPart part, void *out);
+cudaError_t launchCrossEntropyGradStats(const Launch &launch, Dt dt, Dt idDt,
+                                        const void *dy, const void *logits,
+                                        const void *m, const void *s,
+                                        const void *targets, int64_t rows,
+                                        int64_t c, IdPart part, void *out);
 // `partial` holds `positions` doubles (the executor's scratch space).
 cudaError_t launchCrossEntropy(const Launch &launch, Dt dt, Dt idDt,
                                const void *logits, const void *targets,
