@@ -129,6 +129,13 @@ struct CudaExecutor::State {
   // is done.
   cudaStream_t commStream = nullptr;
   std::vector<cudaEvent_t> issued, finished;
+  // Timing events of the compute stream: the step's ends, and around each
+  // wait for communication (at most one wait per communication op), for
+  // lastStreamTimes(); `waits` of them used by the last step.
+  cudaEvent_t stepBegin = nullptr, stepEnd = nullptr;
+  std::vector<cudaEvent_t> waitBegin, waitEnd;
+  size_t waits = 0;
+  StreamTimes times;
 
   std::vector<const ir::Value *> arguments; // graph arguments in order
   llvm::DenseMap<const ir::Value *, int> argumentIndex;
@@ -168,10 +175,12 @@ struct CudaExecutor::State {
       cudaStreamSynchronize(commStream);
       cudaStreamDestroy(commStream);
     }
-    for (cudaEvent_t e : issued)
-      cudaEventDestroy(e);
-    for (cudaEvent_t e : finished)
-      cudaEventDestroy(e);
+    for (auto *events : {&issued, &finished, &waitBegin, &waitEnd})
+      for (cudaEvent_t e : *events)
+        cudaEventDestroy(e);
+    for (cudaEvent_t e : {stepBegin, stepEnd})
+      if (e)
+        cudaEventDestroy(e);
     if (stream)
       cudaStreamDestroy(stream);
     if (staging)
@@ -196,13 +205,26 @@ struct CudaExecutor::State {
   // the stream by the end).
   LogicalResult enqueueSteps(int set, DiagnosticEngine &diag) {
     size_t waited = 0; // communication ops the stream has waited for
+    waits = 0;
     auto waitFor = [&](size_t done) {
       if (done <= waited)
         return success();
       waited = done;
-      return MGC_CUDA_CHECK(cudaStreamWaitEvent(stream, finished[done - 1], 0),
-                            diag, nullptr);
+      bool timed = stepBegin != nullptr;
+      size_t k = waits++;
+      if ((timed && failed(MGC_CUDA_CHECK(cudaEventRecord(waitBegin[k], stream),
+                                          diag, nullptr))) ||
+          failed(
+              MGC_CUDA_CHECK(cudaStreamWaitEvent(stream, finished[done - 1], 0),
+                             diag, nullptr)) ||
+          (timed && failed(MGC_CUDA_CHECK(cudaEventRecord(waitEnd[k], stream),
+                                          diag, nullptr))))
+        return failure();
+      return success();
     };
+    if (stepBegin && failed(MGC_CUDA_CHECK(cudaEventRecord(stepBegin, stream),
+                                           diag, nullptr)))
+      return failure();
     for (size_t i = 0; i < steps.size(); ++i) {
       Step &s = steps[i];
       if (failed(waitFor(s.needDone)))
@@ -235,7 +257,25 @@ struct CudaExecutor::State {
       if (failed(s.kernel(args)))
         return failure();
     }
-    return waitFor(issued.size());
+    if (failed(waitFor(issued.size())))
+      return failure();
+    return stepEnd
+               ? MGC_CUDA_CHECK(cudaEventRecord(stepEnd, stream), diag, nullptr)
+               : success();
+  }
+
+  // Reads the last step's timing events (after the stream has finished).
+  void readTimes() {
+    times = {};
+    if (!stepBegin)
+      return;
+    auto seconds = [](cudaEvent_t a, cudaEvent_t b) {
+      float ms = 0;
+      return cudaEventElapsedTime(&ms, a, b) == cudaSuccess ? ms / 1e3 : 0.0;
+    };
+    times.stepSeconds = seconds(stepBegin, stepEnd);
+    for (size_t k = 0; k < waits; ++k)
+      times.waitSeconds += seconds(waitBegin[k], waitEnd[k]);
   }
 
   // Enqueues communication op `s` (step i) on the communication stream,
@@ -351,6 +391,7 @@ const Executable &CudaExecutor::executable() const { return s_->exe; }
 const LaunchPlan &CudaExecutor::launchPlan() const { return s_->plan; }
 uint64_t CudaExecutor::deviceBytes() const { return s_->layout.total; }
 const std::string &CudaExecutor::deviceName() const { return s_->deviceName; }
+StreamTimes CudaExecutor::lastStreamTimes() const { return s_->times; }
 
 uint64_t CudaExecutor::requiredBytes(const Executable &exe,
                                      const CudaOptions &options) {
@@ -481,6 +522,18 @@ std::unique_ptr<CudaExecutor> CudaExecutor::create(const Executable &exe,
                                                        cudaEventDisableTiming),
                               diag, nullptr)))
       return nullptr;
+  }
+  if (options.comm) {
+    s.waitBegin.assign(tickets, nullptr);
+    s.waitEnd.assign(tickets, nullptr);
+    for (cudaEvent_t *e : {&s.stepBegin, &s.stepEnd})
+      if (failed(MGC_CUDA_CHECK(cudaEventCreate(e), diag, nullptr)))
+        return nullptr;
+    for (size_t t = 0; t < tickets; ++t)
+      if (failed(MGC_CUDA_CHECK(cudaEventCreate(&s.waitBegin[t]), diag,
+                                nullptr)) ||
+          failed(MGC_CUDA_CHECK(cudaEventCreate(&s.waitEnd[t]), diag, nullptr)))
+        return nullptr;
   }
 
   int sets = s.layout.twoInputSets ? 2 : 1;
@@ -681,6 +734,7 @@ FailureOr<RunResult> CudaExecutor::run(const NamedTensors &arguments,
                          diag, nullptr)) ||
       failed(MGC_CUDA_CHECK(cudaStreamSynchronize(s.stream), diag, nullptr)))
     return failure();
+  s.readTimes();
   if (error.owner != 0) {
     size_t step = (error.owner >> 8) - 1;
     uint32_t code = static_cast<uint32_t>(error.owner & 0xff);

@@ -66,6 +66,13 @@ struct CudaOptions {
   Communicator *comm = nullptr;
 };
 
+// The compute stream's time in the last step, from CUDA events: the whole
+// step, and the time it stood waiting for communication (the exposed
+// communication). Measured with a communicator (CudaOptions::comm) only.
+struct StreamTimes {
+  double stepSeconds = 0, waitSeconds = 0;
+};
+
 class CudaExecutor {
 public:
   // Checks the executable and that the CUDA backend runs each of its ops,
@@ -100,6 +107,7 @@ public:
   // Bytes of the one device allocation.
   uint64_t deviceBytes() const;
   const std::string &deviceName() const;
+  StreamTimes lastStreamTimes() const;
 
   // The device bytes an executable needs: arena, arguments, scratch space
   // and workspace, each aligned.

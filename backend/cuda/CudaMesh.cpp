@@ -5,7 +5,6 @@
 
 #include "backend/cuda/CudaLocalMesh.h"
 
-#include <chrono>
 #include <mutex>
 #include <thread>
 
@@ -77,7 +76,6 @@ CudaMesh::run(const std::vector<NamedTensors> &arguments,
                std::to_string(arguments.size()) + " were given");
     return failure();
   }
-  using Clock = std::chrono::steady_clock;
   std::vector<FailureOr<RunResult>> results(n, failure());
   // Each device's first error (its location and message).
   struct FirstError {
@@ -86,21 +84,18 @@ CudaMesh::run(const std::vector<NamedTensors> &arguments,
     bool set = false;
   };
   std::vector<FirstError> errors(n);
-  std::vector<double> seconds(n, 0);
   std::vector<uint64_t> sentBefore;
   for (int64_t d : local)
     sentBefore.push_back(im.comms->endpoint(d).bytesSent());
   std::mutex firstMutex;
   int first = -1; // the first device to fail
   auto runDevice = [&](size_t k) {
-    Clock::time_point start = Clock::now();
     DiagnosticEngine own;
     own.setHandler([&](Severity severity, Loc loc, const std::string &text) {
       if (severity == Severity::Error && !errors[k].set)
         errors[k] = {loc, text, true};
     });
     results[k] = im.executors[k]->run(arguments[k], own);
-    seconds[k] = std::chrono::duration<double>(Clock::now() - start).count();
     if (!results[k].failed())
       return;
     std::lock_guard<std::mutex> lock(firstMutex);
@@ -117,10 +112,12 @@ CudaMesh::run(const std::vector<NamedTensors> &arguments,
     t.join();
 
   im.times.clear();
-  for (size_t k = 0; k < n; ++k)
+  for (size_t k = 0; k < n; ++k) {
+    StreamTimes t = im.executors[k]->lastStreamTimes();
     im.times.push_back(
-        {local[k], seconds[k], 0,
+        {local[k], t.stepSeconds, t.waitSeconds,
          im.comms->endpoint(local[k]).bytesSent() - sentBefore[k]});
+  }
   if (first >= 0) {
     diag.error(errors[first].loc, context.str() + devicePrefix(local[first]) +
                                       errors[first].message);

@@ -39,9 +39,9 @@ public:
   FailureOr<std::vector<RunResult>>
   run(const std::vector<NamedTensors> &arguments, DiagnosticEngine &diag,
       llvm::StringRef context = "") override;
-  // Step time per device (the host's view: from the start of the step to
-  // its device's results copied back); the waits for communication are not
-  // measured on CUDA yet (0).
+  // Per device, from CUDA events on its compute stream: the step's time
+  // and the time the stream stood waiting for communication
+  // (CudaExecutor::lastStreamTimes).
   const std::vector<QueueTimes> &lastTimes() const override;
   // No timeline on CUDA yet: always empty.
   const std::vector<TraceEvent> &trace() const override;
