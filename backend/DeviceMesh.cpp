@@ -1,6 +1,9 @@
 // The checks of a mesh's device programs, shared by every backend.
 #include "backend/DeviceMesh.h"
 
+#include "backend/MemoryPlan.h"
+#include "backend/PlanReport.h"
+
 #include <algorithm>
 
 namespace mgc::backend {
@@ -79,6 +82,17 @@ LogicalResult checkCommunication(const ir::Mesh &mesh,
 }
 
 } // namespace
+
+std::string traceDetail(const ir::Op &op, const ir::Mesh &mesh) {
+  if (!op.info().has(ir::kCollective))
+    return op.scope();
+  const std::string &axis = op.attrs().getString("axis");
+  const ir::MeshAxis *a = mesh.findAxis(axis);
+  uint64_t bytes =
+      commBytes(op.kind(), a ? a->size : 1, typeBytes(op.operand(0)->type()),
+                typeBytes(op.type()));
+  return "axis " + axis + ", " + formatBytes(bytes);
+}
 
 LogicalResult checkMeshPrograms(const ir::Mesh &mesh,
                                 llvm::ArrayRef<const Executable *> programs,

@@ -49,6 +49,11 @@ struct QueueTimes {
   uint64_t bytesSent = 0;
 };
 
+// What the trace says about an op: for a communication op its axis and the
+// bytes this device sends (the ring estimate of the plan report, so the
+// trace and `--emit=plan` agree); for other ops their scope.
+std::string traceDetail(const ir::Op &op, const ir::Mesh &mesh);
+
 class DeviceMesh {
 public:
   virtual ~DeviceMesh() = default;

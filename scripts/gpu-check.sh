@@ -164,6 +164,26 @@ run_checks() {
     rm -f "$work/mesh-cpu.json" "$work/mesh-cuda.json"
   done
 
+  # A timeline of a mesh on the GPU, and the exposed communication of
+  # GPT-2 124M on meshes simulated on the GPU (the `communication:` line).
+  if timeout 120 "$mgc" run "${mlp[@]}" --mesh dp=2,tp=2 --backend cuda \
+    --trace "$work/trace.json" > "$work/out.txt" 2>&1; then
+    row "mesh trace on CUDA: events" \
+      "$(python3 -c "import json,sys; e=json.load(open(sys.argv[1])); e=e.get('traceEvents', e); print(len(e))" "$work/trace.json")"
+  else
+    row "mesh trace on CUDA" "failed: $(tail -n 1 "$work/out.txt")"
+  fi
+  for flags in "--devices 2" "--mesh dp=2,tp=2"; do
+    # shellcheck disable=SC2086
+    if timeout 300 "$mgc" run samples/gpt.mg -D B=16 --precision bf16 --steps 3 \
+      $flags --backend cuda > "$work/out.txt" 2>&1; then
+      row "gpt124 bf16 $flags on one GPU" \
+        "$(grep -m1 'communication per device' "$work/out.txt" || echo 'no communication line')"
+    else
+      row "gpt124 bf16 $flags on one GPU" "failed: $(tail -n 1 "$work/out.txt")"
+    fi
+  done
+
   log "== 3. benchmarks ($steps steps, mean over all but the first 3)"
   for name in gpt124 mlp8; do
     case $name in

@@ -6,27 +6,8 @@
 #include "backend/cpu/MeshExecutorQueues.h"
 
 #include "backend/MemoryPlan.h"
-#include "backend/PlanReport.h"
 
 namespace mgc::backend::cpu {
-
-namespace {
-
-// What the trace says about an op: for a communication op its axis and the
-// bytes this device sends (the ring estimate of the plan report, so the
-// trace and `--emit=plan` agree); for other ops their scope.
-std::string detailOf(const ir::Op &op, const ir::Mesh &mesh) {
-  if (!op.info().has(ir::kCollective))
-    return op.scope();
-  const std::string &axis = op.attrs().getString("axis");
-  const ir::MeshAxis *a = mesh.findAxis(axis);
-  uint64_t bytes =
-      commBytes(op.kind(), a ? a->size : 1, typeBytes(op.operand(0)->type()),
-                typeBytes(op.type()));
-  return "axis " + axis + ", " + formatBytes(bytes);
-}
-
-} // namespace
 
 void MeshRunState::begin() {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -62,7 +43,7 @@ MeshDevice::MeshDevice(int64_t index, std::unique_ptr<CpuExecutor> executor,
   size_t tickets = 0;
   for (size_t i = 0; i < n; ++i) {
     const ir::Op &op = executor_->stepOp(i);
-    details_.push_back(detailOf(op, mesh));
+    details_.push_back(traceDetail(op, mesh));
     if (!op.info().has(ir::kCollective))
       continue;
     isComm_[i] = true;

@@ -13,6 +13,7 @@
 // stream (RunControl::next), and one graph is captured per set.
 #include "backend/cuda/CudaExecutor.h"
 
+#include "backend/DeviceMesh.h"
 #include "backend/MemoryPlan.h"
 #include "backend/cuda/CudaCheck.h"
 #include "backend/cuda/CudaDevice.h"
@@ -136,6 +137,9 @@ struct CudaExecutor::State {
   std::vector<cudaEvent_t> waitBegin, waitEnd;
   size_t waits = 0;
   StreamTimes times;
+  // With CudaOptions::trace: timing events around each step's launch.
+  std::vector<cudaEvent_t> opBegin, opEnd;
+  std::vector<TraceEvent> trace;
 
   std::vector<const ir::Value *> arguments; // graph arguments in order
   llvm::DenseMap<const ir::Value *, int> argumentIndex;
@@ -175,7 +179,8 @@ struct CudaExecutor::State {
       cudaStreamSynchronize(commStream);
       cudaStreamDestroy(commStream);
     }
-    for (auto *events : {&issued, &finished, &waitBegin, &waitEnd})
+    for (auto *events :
+         {&issued, &finished, &waitBegin, &waitEnd, &opBegin, &opEnd})
       for (cudaEvent_t e : *events)
         cudaEventDestroy(e);
     for (cudaEvent_t e : {stepBegin, stepEnd})
@@ -235,26 +240,9 @@ struct CudaExecutor::State {
         continue;
       }
       Launch launch{stream, errorRecord(), static_cast<int32_t>(i)};
-      if (s.group) {
-        const GroupLaunch &g = *s.group;
-        if (failed(MGC_CUDA_CHECK(
-                launchFusedGroup(
-                    launch, g.program, g.scalarMask, g.dt, s.descriptors[set],
-                    static_cast<int32_t>(g.tensors.size()), g.chunks),
-                diag, s.op)))
-          return failure();
-        continue;
-      }
-      CudaKernelArgs args{*s.op,
-                          s.operands[set],
-                          s.out,
-                          base + layout.scratch,
-                          launch,
-                          s.matmul.get(),
-                          base + layout.workspace,
-                          diag,
-                          options.comm};
-      if (failed(s.kernel(args)))
+      if (failed(mark(opBegin, i, stream, diag)) ||
+          failed(launchStep(s, launch, set, diag)) ||
+          failed(mark(opEnd, i, stream, diag)))
         return failure();
     }
     if (failed(waitFor(issued.size())))
@@ -262,6 +250,37 @@ struct CudaExecutor::State {
     return stepEnd
                ? MGC_CUDA_CHECK(cudaEventRecord(stepEnd, stream), diag, nullptr)
                : success();
+  }
+
+  // Records events[i] on stream `on` when tracing (events not empty).
+  LogicalResult mark(std::vector<cudaEvent_t> &events, size_t i,
+                     cudaStream_t on, DiagnosticEngine &diag) {
+    if (events.empty())
+      return success();
+    return MGC_CUDA_CHECK(cudaEventRecord(events[i], on), diag, nullptr);
+  }
+
+  // Enqueues the kernels of compute step `s` (a grouped launch or one op).
+  LogicalResult launchStep(Step &s, const Launch &launch, int set,
+                           DiagnosticEngine &diag) {
+    if (s.group) {
+      const GroupLaunch &g = *s.group;
+      return MGC_CUDA_CHECK(
+          launchFusedGroup(launch, g.program, g.scalarMask, g.dt,
+                           s.descriptors[set],
+                           static_cast<int32_t>(g.tensors.size()), g.chunks),
+          diag, s.op);
+    }
+    CudaKernelArgs args{*s.op,
+                        s.operands[set],
+                        s.out,
+                        base + layout.scratch,
+                        launch,
+                        s.matmul.get(),
+                        base + layout.workspace,
+                        diag,
+                        options.comm};
+    return s.kernel(args);
   }
 
   // Reads the last step's timing events (after the stream has finished).
@@ -276,6 +295,22 @@ struct CudaExecutor::State {
     times.stepSeconds = seconds(stepBegin, stepEnd);
     for (size_t k = 0; k < waits; ++k)
       times.waitSeconds += seconds(waitBegin[k], waitEnd[k]);
+    trace.clear();
+    for (size_t i = 0; i < opBegin.size(); ++i) {
+      const Step &st = steps[i];
+      TraceEvent e;
+      e.device = options.comm->device();
+      e.queue = st.ticket >= 0 ? TraceEvent::Queue::Communication
+                               : TraceEvent::Queue::Compute;
+      e.name = st.op->name().str();
+      if (st.group)
+        e.name += " (" + std::to_string(st.group->tensors.size()) +
+                  " tensors in one launch)";
+      e.detail = traceDetail(*st.op, options.comm->mesh());
+      e.startUs = 1e6 * seconds(stepBegin, opBegin[i]);
+      e.endUs = 1e6 * seconds(stepBegin, opEnd[i]);
+      trace.push_back(std::move(e));
+    }
   }
 
   // Enqueues communication op `s` (step i) on the communication stream,
@@ -288,11 +323,13 @@ struct CudaExecutor::State {
             cudaStreamWaitEvent(commStream, issued[s.ticket], 0), diag, s.op)))
       return failure();
     Launch launch{commStream, errorRecord(), static_cast<int32_t>(i)};
+    if (failed(mark(opBegin, i, commStream, diag)))
+      return failure();
     CudaKernelArgs args{
         *s.op,       s.operands[set], s.out,   base + layout.commScratch,
         launch,      nullptr,         nullptr, diag,
         options.comm};
-    if (failed(s.kernel(args)))
+    if (failed(s.kernel(args)) || failed(mark(opEnd, i, commStream, diag)))
       return failure();
     return MGC_CUDA_CHECK(cudaEventRecord(finished[s.ticket], commStream), diag,
                           s.op);
@@ -392,6 +429,7 @@ const LaunchPlan &CudaExecutor::launchPlan() const { return s_->plan; }
 uint64_t CudaExecutor::deviceBytes() const { return s_->layout.total; }
 const std::string &CudaExecutor::deviceName() const { return s_->deviceName; }
 StreamTimes CudaExecutor::lastStreamTimes() const { return s_->times; }
+std::vector<TraceEvent> CudaExecutor::lastTrace() const { return s_->trace; }
 
 uint64_t CudaExecutor::requiredBytes(const Executable &exe,
                                      const CudaOptions &options) {
@@ -523,6 +561,10 @@ std::unique_ptr<CudaExecutor> CudaExecutor::create(const Executable &exe,
                               diag, nullptr)))
       return nullptr;
   }
+  if (options.trace && !options.comm) {
+    diag.error("a trace of the CUDA backend needs a mesh (a communicator)");
+    return nullptr;
+  }
   if (options.comm) {
     s.waitBegin.assign(tickets, nullptr);
     s.waitEnd.assign(tickets, nullptr);
@@ -533,6 +575,16 @@ std::unique_ptr<CudaExecutor> CudaExecutor::create(const Executable &exe,
       if (failed(MGC_CUDA_CHECK(cudaEventCreate(&s.waitBegin[t]), diag,
                                 nullptr)) ||
           failed(MGC_CUDA_CHECK(cudaEventCreate(&s.waitEnd[t]), diag, nullptr)))
+        return nullptr;
+  }
+
+  if (options.trace) {
+    s.opBegin.assign(s.plan.runs.size(), nullptr);
+    s.opEnd.assign(s.plan.runs.size(), nullptr);
+    for (size_t i = 0; i < s.plan.runs.size(); ++i)
+      if (failed(
+              MGC_CUDA_CHECK(cudaEventCreate(&s.opBegin[i]), diag, nullptr)) ||
+          failed(MGC_CUDA_CHECK(cudaEventCreate(&s.opEnd[i]), diag, nullptr)))
         return nullptr;
   }
 

@@ -64,6 +64,9 @@ struct CudaOptions {
   // that uses its result (backend/MemoryPlan.h: waitSteps), so the
   // collectives overlap the computation.
   Communicator *comm = nullptr;
+  // With a communicator: record timing events around every launch, on the
+  // stream it runs on (lastTrace()).
+  bool trace = false;
 };
 
 // The compute stream's time in the last step, from CUDA events: the whole
@@ -108,6 +111,9 @@ public:
   uint64_t deviceBytes() const;
   const std::string &deviceName() const;
   StreamTimes lastStreamTimes() const;
+  // With CudaOptions::trace: every launch of the last step on its stream,
+  // in microseconds from the step's first event on the compute stream.
+  std::vector<TraceEvent> lastTrace() const;
 
   // The device bytes an executable needs: arena, arguments, scratch space
   // and workspace, each aligned.

@@ -5,6 +5,7 @@
 
 #include "backend/cuda/CudaLocalMesh.h"
 
+#include <chrono>
 #include <mutex>
 #include <thread>
 
@@ -23,7 +24,9 @@ struct CudaMesh::Impl {
   std::unique_ptr<CommunicatorSet> comms;
   std::vector<std::unique_ptr<CudaExecutor>> executors; // localDevices order
   std::vector<QueueTimes> times;
-  std::vector<TraceEvent> noTrace;
+  bool tracing = false, originSet = false;
+  std::chrono::steady_clock::time_point origin;
+  std::vector<TraceEvent> events;
 };
 
 CudaMesh::CudaMesh(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -41,6 +44,7 @@ CudaMesh::create(const ir::Mesh &mesh, std::vector<const Executable *> programs,
   }
   auto impl = std::make_unique<Impl>();
   impl->mesh = mesh;
+  impl->tracing = options.trace;
   std::string why;
   if (options.communicators)
     impl->comms = options.communicators(mesh, why);
@@ -54,6 +58,7 @@ CudaMesh::create(const ir::Mesh &mesh, std::vector<const Executable *> programs,
   for (int64_t d : impl->comms->localDevices()) {
     CudaOptions device = options.device;
     device.comm = &impl->comms->endpoint(d);
+    device.trace = options.trace;
     auto executor = CudaExecutor::create(*programs[d], device, diag);
     if (!executor) {
       diag.error(devicePrefix(d) + "its program cannot run on CUDA");
@@ -75,6 +80,11 @@ CudaMesh::run(const std::vector<NamedTensors> &arguments,
                " devices of the mesh " + im.mesh.str() + " but arguments for " +
                std::to_string(arguments.size()) + " were given");
     return failure();
+  }
+  auto started = std::chrono::steady_clock::now();
+  if (im.tracing && !im.originSet) {
+    im.origin = started;
+    im.originSet = true;
   }
   std::vector<FailureOr<RunResult>> results(n, failure());
   // Each device's first error (its location and message).
@@ -111,6 +121,15 @@ CudaMesh::run(const std::vector<NamedTensors> &arguments,
   for (std::thread &t : threads)
     t.join();
 
+  double offsetUs =
+      std::chrono::duration<double, std::micro>(started - im.origin).count();
+  if (im.tracing && first < 0)
+    for (auto &executor : im.executors)
+      for (TraceEvent e : executor->lastTrace()) {
+        e.startUs += offsetUs;
+        e.endUs += offsetUs;
+        im.events.push_back(std::move(e));
+      }
   im.times.clear();
   for (size_t k = 0; k < n; ++k) {
     StreamTimes t = im.executors[k]->lastStreamTimes();
@@ -134,8 +153,16 @@ const std::vector<QueueTimes> &CudaMesh::lastTimes() const {
   return impl_->times;
 }
 
-const std::vector<TraceEvent> &CudaMesh::trace() const {
-  return impl_->noTrace;
+const std::vector<TraceEvent> &CudaMesh::trace() const { return impl_->events; }
+
+void CudaMesh::clearTrace() {
+  impl_->events.clear();
+  impl_->originSet = false;
+}
+
+void CudaMesh::setTraceOrigin(std::chrono::steady_clock::time_point origin) {
+  impl_->origin = origin;
+  impl_->originSet = true;
 }
 
 const ir::Mesh &CudaMesh::mesh() const { return impl_->mesh; }

@@ -24,6 +24,8 @@ struct CudaMeshOptions {
   CudaOptions device;
   // Stream communicators; empty: every device simulated on this GPU.
   CommunicatorFactory communicators;
+  // Record a timeline of every launch on its stream, from CUDA events.
+  bool trace = false;
 };
 
 class CudaMesh final : public DeviceMesh {
@@ -43,10 +45,12 @@ public:
   // and the time the stream stood waiting for communication
   // (CudaExecutor::lastStreamTimes).
   const std::vector<QueueTimes> &lastTimes() const override;
-  // No timeline on CUDA yet: always empty.
+  // With CudaMeshOptions::trace: every launch of every device on its
+  // stream (compute or communication), timed by CUDA events from the
+  // host's time at the start of its step.
   const std::vector<TraceEvent> &trace() const override;
-  void clearTrace() override {}
-  void setTraceOrigin(std::chrono::steady_clock::time_point) override {}
+  void clearTrace() override;
+  void setTraceOrigin(std::chrono::steady_clock::time_point origin) override;
   const ir::Mesh &mesh() const override;
   llvm::ArrayRef<int64_t> localDevices() const override;
 

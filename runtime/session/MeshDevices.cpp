@@ -25,13 +25,11 @@ FailureOr<MeshDevices> meshDevices(const SessionOptions &options, bool onCuda,
                "run one process, or use --backend cpu");
     return failure();
   }
-  if (options.trace) {
-    diag.error("--trace of a mesh on the CUDA backend is not supported yet");
-    return failure();
-  }
   MeshDevices devices;
+  devices.trace = options.trace;
   backend::cuda::CudaMeshOptions cuda;
   cuda.device.graph = options.cudaGraph;
+  cuda.trace = options.trace;
   devices.make =
       [cuda](const ir::Mesh &mesh,
              std::vector<const backend::Executable *> programs,
