@@ -430,4 +430,63 @@ void LocalExchange::reset() {
   impl_->mail.clear();
 }
 
+namespace {
+
+GroupCall makeCall(CallKind kind, const void *in, void *out, ir::DType dtype) {
+  GroupCall c;
+  c.kind = kind;
+  c.dtype = dtype;
+  c.in = static_cast<const std::byte *>(in);
+  c.out = static_cast<std::byte *>(out);
+  return c;
+}
+
+} // namespace
+
+LogicalResult LocalEndpoint::allReduce(llvm::StringRef axis, const void *in,
+                                       void *out, int64_t count,
+                                       ir::DType dtype, std::string &error) {
+  GroupCall c = makeCall(CallKind::AllReduce, in, out, dtype);
+  c.count = count;
+  return call(axis, c, error);
+}
+
+LogicalResult LocalEndpoint::allReduceMax(llvm::StringRef axis, const void *in,
+                                          void *out, int64_t count,
+                                          ir::DType dtype, std::string &error) {
+  GroupCall c = makeCall(CallKind::AllReduceMax, in, out, dtype);
+  c.count = count;
+  return call(axis, c, error);
+}
+
+LogicalResult LocalEndpoint::allGather(llvm::StringRef axis, const void *in,
+                                       void *out,
+                                       llvm::ArrayRef<int64_t> counts,
+                                       ir::DType dtype, std::string &error) {
+  GroupCall c = makeCall(CallKind::AllGather, in, out, dtype);
+  c.counts = counts;
+  return call(axis, c, error);
+}
+
+LogicalResult LocalEndpoint::reduceScatter(llvm::StringRef axis, const void *in,
+                                           void *out,
+                                           llvm::ArrayRef<int64_t> counts,
+                                           ir::DType dtype,
+                                           std::string &error) {
+  GroupCall c = makeCall(CallKind::ReduceScatter, in, out, dtype);
+  c.counts = counts;
+  return call(axis, c, error);
+}
+
+LogicalResult LocalEndpoint::allToAll(llvm::StringRef axis, const void *in,
+                                      llvm::ArrayRef<int64_t> sendCounts,
+                                      void *out,
+                                      llvm::ArrayRef<int64_t> recvCounts,
+                                      ir::DType dtype, std::string &error) {
+  GroupCall c = makeCall(CallKind::AllToAll, in, out, dtype);
+  c.counts = sendCounts;
+  c.recvCounts = recvCounts;
+  return call(axis, c, error);
+}
+
 } // namespace mgc::backend

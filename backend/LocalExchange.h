@@ -11,6 +11,7 @@
 // DataMover; the meeting and the checks are the same for every backend.
 #pragma once
 
+#include "backend/Communicator.h"
 #include "ir/Sharding.h"
 #include "ir/Types.h"
 #include "support/Result.h"
@@ -66,6 +67,34 @@ public:
 // result; of a reduce-scatter and an all-to-all, its own result. Each
 // element of a result is written by one device only.
 void moveShare(llvm::ArrayRef<GroupCall> slots, size_t me, DataMover &mover);
+
+// An endpoint of a local exchange: the collectives of Communicator as
+// GroupCalls, each handed to call() (which meets the group and moves the
+// elements as its backend does).
+class LocalEndpoint : public Communicator {
+public:
+  LogicalResult allReduce(llvm::StringRef axis, const void *in, void *out,
+                          int64_t count, ir::DType dtype,
+                          std::string &error) override;
+  LogicalResult allReduceMax(llvm::StringRef axis, const void *in, void *out,
+                             int64_t count, ir::DType dtype,
+                             std::string &error) override;
+  LogicalResult allGather(llvm::StringRef axis, const void *in, void *out,
+                          llvm::ArrayRef<int64_t> counts, ir::DType dtype,
+                          std::string &error) override;
+  LogicalResult reduceScatter(llvm::StringRef axis, const void *in, void *out,
+                              llvm::ArrayRef<int64_t> counts, ir::DType dtype,
+                              std::string &error) override;
+  LogicalResult allToAll(llvm::StringRef axis, const void *in,
+                         llvm::ArrayRef<int64_t> sendCounts, void *out,
+                         llvm::ArrayRef<int64_t> recvCounts, ir::DType dtype,
+                         std::string &error) override;
+
+protected:
+  // Runs `call` (its buffers and dtype set) with the group on `axis`.
+  virtual LogicalResult call(llvm::StringRef axis, const GroupCall &call,
+                             std::string &error) = 0;
+};
 
 class LocalExchange {
 public:

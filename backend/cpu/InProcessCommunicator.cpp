@@ -40,7 +40,7 @@ struct InProcessMesh::Impl {
   std::vector<int64_t> all; // 0, 1, ... n-1
 };
 
-class InProcessMesh::Impl::Endpoint final : public Communicator {
+class InProcessMesh::Impl::Endpoint final : public LocalEndpoint {
 public:
   Endpoint(LocalExchange &exchange, int64_t device)
       : exchange_(exchange), device_(device) {}
@@ -48,48 +48,6 @@ public:
   const ir::Mesh &mesh() const override { return exchange_.mesh(); }
   int64_t device() const override { return device_; }
 
-  LogicalResult allReduce(llvm::StringRef axis, const void *in, void *out,
-                          int64_t count, ir::DType dtype,
-                          std::string &error) override {
-    GroupCall c;
-    c.kind = CallKind::AllReduce;
-    c.count = count;
-    return run(axis, c, in, out, dtype, error);
-  }
-  LogicalResult allReduceMax(llvm::StringRef axis, const void *in, void *out,
-                             int64_t count, ir::DType dtype,
-                             std::string &error) override {
-    GroupCall c;
-    c.kind = CallKind::AllReduceMax;
-    c.count = count;
-    return run(axis, c, in, out, dtype, error);
-  }
-  LogicalResult allGather(llvm::StringRef axis, const void *in, void *out,
-                          llvm::ArrayRef<int64_t> counts, ir::DType dtype,
-                          std::string &error) override {
-    GroupCall c;
-    c.kind = CallKind::AllGather;
-    c.counts = counts;
-    return run(axis, c, in, out, dtype, error);
-  }
-  LogicalResult reduceScatter(llvm::StringRef axis, const void *in, void *out,
-                              llvm::ArrayRef<int64_t> counts, ir::DType dtype,
-                              std::string &error) override {
-    GroupCall c;
-    c.kind = CallKind::ReduceScatter;
-    c.counts = counts;
-    return run(axis, c, in, out, dtype, error);
-  }
-  LogicalResult allToAll(llvm::StringRef axis, const void *in,
-                         llvm::ArrayRef<int64_t> sendCounts, void *out,
-                         llvm::ArrayRef<int64_t> recvCounts, ir::DType dtype,
-                         std::string &error) override {
-    GroupCall c;
-    c.kind = CallKind::AllToAll;
-    c.counts = sendCounts;
-    c.recvCounts = recvCounts;
-    return run(axis, c, in, out, dtype, error);
-  }
   LogicalResult send(int64_t peer, const void *in, int64_t count,
                      ir::DType dtype, std::string &error) override {
     if (failed(exchange_.send(device_, peer, in, count, dtype, error)))
@@ -103,11 +61,9 @@ public:
   }
 
 private:
-  LogicalResult run(llvm::StringRef axis, GroupCall &c, const void *in,
-                    void *out, ir::DType dtype, std::string &error) {
-    c.dtype = dtype;
-    c.in = static_cast<const std::byte *>(in);
-    c.out = static_cast<std::byte *>(out);
+  LogicalResult call(llvm::StringRef axis, const GroupCall &c,
+                     std::string &error) override {
+    ir::DType dtype = c.dtype;
     int64_t elements = 0;
     HostMover mover;
     if (failed(exchange_.collective(

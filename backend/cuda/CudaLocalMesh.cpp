@@ -78,7 +78,7 @@ struct CudaLocalMesh::Impl {
   std::vector<int64_t> all;
 };
 
-class CudaLocalMesh::Impl::Endpoint final : public Communicator {
+class CudaLocalMesh::Impl::Endpoint final : public LocalEndpoint {
 public:
   Endpoint(Impl &impl, int64_t device) : impl_(impl), device_(device) {}
   ~Endpoint() override {
@@ -95,49 +95,6 @@ public:
   bool onStream() const override { return true; }
   void setStream(void *stream) override {
     stream_ = static_cast<cudaStream_t>(stream);
-  }
-
-  LogicalResult allReduce(llvm::StringRef axis, const void *in, void *out,
-                          int64_t count, ir::DType dtype,
-                          std::string &error) override {
-    GroupCall c;
-    c.kind = CallKind::AllReduce;
-    c.count = count;
-    return run(axis, c, in, out, dtype, error);
-  }
-  LogicalResult allReduceMax(llvm::StringRef axis, const void *in, void *out,
-                             int64_t count, ir::DType dtype,
-                             std::string &error) override {
-    GroupCall c;
-    c.kind = CallKind::AllReduceMax;
-    c.count = count;
-    return run(axis, c, in, out, dtype, error);
-  }
-  LogicalResult allGather(llvm::StringRef axis, const void *in, void *out,
-                          llvm::ArrayRef<int64_t> counts, ir::DType dtype,
-                          std::string &error) override {
-    GroupCall c;
-    c.kind = CallKind::AllGather;
-    c.counts = counts;
-    return run(axis, c, in, out, dtype, error);
-  }
-  LogicalResult reduceScatter(llvm::StringRef axis, const void *in, void *out,
-                              llvm::ArrayRef<int64_t> counts, ir::DType dtype,
-                              std::string &error) override {
-    GroupCall c;
-    c.kind = CallKind::ReduceScatter;
-    c.counts = counts;
-    return run(axis, c, in, out, dtype, error);
-  }
-  LogicalResult allToAll(llvm::StringRef axis, const void *in,
-                         llvm::ArrayRef<int64_t> sendCounts, void *out,
-                         llvm::ArrayRef<int64_t> recvCounts, ir::DType dtype,
-                         std::string &error) override {
-    GroupCall c;
-    c.kind = CallKind::AllToAll;
-    c.counts = sendCounts;
-    c.recvCounts = recvCounts;
-    return run(axis, c, in, out, dtype, error);
   }
 
   // Through the host: the sender's copy out completes before the message
@@ -185,11 +142,9 @@ private:
     return failure();
   }
 
-  LogicalResult run(llvm::StringRef axis, GroupCall &c, const void *in,
-                    void *out, ir::DType dtype, std::string &error) {
-    c.dtype = dtype;
-    c.in = static_cast<const std::byte *>(in);
-    c.out = static_cast<std::byte *>(out);
+  LogicalResult call(llvm::StringRef axis, const GroupCall &c,
+                     std::string &error) override {
+    ir::DType dtype = c.dtype;
     if (failed(
             check("cudaEventRecord", cudaEventRecord(ready, stream_), error)))
       return failure();

@@ -133,8 +133,10 @@ struct SessionOptions {
   double commTimeout = 300;
   // Where the step and forward programs run: "cpu"; "cuda", one CUDA device
   // (an error where there is none, or in a build without CUDA); "auto", CUDA
-  // when a device is present, else the CPU. Meshes and accumulation run on
-  // the CPU. Parameters and checkpoints are host tensors either way.
+  // when a device is present, else the CPU. With "cuda" a mesh or
+  // accumulation runs with every device simulated on the one GPU (in one
+  // process); "auto" keeps them on the CPU. Parameters and checkpoints are
+  // host tensors either way.
   std::string backend = "cpu";
   // With the CUDA backend: capture the step as a CUDA Graph on the first
   // step and replay it after.
