@@ -3,8 +3,7 @@
 // parts with strided device copies, calls the device's stream communicator
 // and unpacks the result, all enqueued on the communication stream.
 #include "backend/CollectivePlan.h"
-#include "backend/cuda/CudaCheck.h"
-#include "backend/cuda/CudaKernels.h"
+#include "backend/cuda/CudaKernelSupport.h"
 
 namespace mgc::backend::cuda {
 
@@ -12,16 +11,8 @@ namespace {
 
 using ir::OpKind;
 
-#define CHECKED(call) MGC_CUDA_CHECK(call, args.diag, &args.op)
-
 std::string opStr(const ir::Op &op) {
   return op.name().str() + " on axis '" + op.attrs().getString("axis") + "'";
-}
-
-LogicalResult fail(const CudaKernelArgs &args, const std::string &why) {
-  args.diag.error(args.op.loc(), "op %" + std::to_string(args.launch.step) +
-                                     " (" + args.op.name().str() + "): " + why);
-  return failure();
 }
 
 // Part j of `boxes` as a 2-D copy: `rows` rows of `width` bytes, a row of

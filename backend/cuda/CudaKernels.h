@@ -56,6 +56,9 @@ CudaKernelFn cudaKernelFor(ir::OpKind kind);
 // The dispatch functions of the communication ops and local_split
 // (CudaCollective.cpp), or null.
 CudaKernelFn cudaCollectiveKernelFor(ir::OpKind kind);
+// The dispatch functions of the vocabulary-parallel ops (CudaVocab.cpp), or
+// null.
+CudaKernelFn cudaVocabKernelFor(ir::OpKind kind);
 // Device scratch bytes the op's kernels need (0 for most ops). The executor
 // holds one area of the largest size for the compute stream's ops and one
 // for the communication ops, which run beside them.
