@@ -194,26 +194,21 @@ planCollective(const ir::Op &op, const Communicator *comm, std::string &error) {
   case ir::OpKind::AllReduceMax:
     plan.count = out.size();
     return plan;
-  case ir::OpKind::AllGather: {
-    const std::vector<int64_t> &sizes = attrs.getInts("sizes");
-    int64_t dim = attrs.getInt("dim");
-    if (!p.splitCoordinate(sizes, dim, /*operandWhole=*/false, plan.coord))
-      return std::nullopt;
-    PartBoxes boxes = partBoxes(out.shape, dim, sizes);
-    plan.counts = scaled(sizes, boxes.outer * boxes.inner);
-    if (plan.recvBytes)
-      plan.unpack = boxes;
-    return plan;
-  }
+  case ir::OpKind::AllGather:
   case ir::OpKind::ReduceScatter: {
+    // A gather joins the parts into the result; a scatter splits the
+    // operand into them.
+    bool scatter = op.kind() == ir::OpKind::ReduceScatter;
     const std::vector<int64_t> &sizes = attrs.getInts("sizes");
     int64_t dim = attrs.getInt("dim");
-    if (!p.splitCoordinate(sizes, dim, /*operandWhole=*/true, plan.coord))
+    if (!p.splitCoordinate(sizes, dim, /*operandWhole=*/scatter, plan.coord))
       return std::nullopt;
-    PartBoxes boxes = partBoxes(in.shape, dim, sizes);
+    PartBoxes boxes = partBoxes((scatter ? in : out).shape, dim, sizes);
     plan.counts = scaled(sizes, boxes.outer * boxes.inner);
-    if (plan.sendBytes)
+    if (scatter && plan.sendBytes)
       plan.pack = boxes;
+    if (!scatter && plan.recvBytes)
+      plan.unpack = boxes;
     return plan;
   }
   case ir::OpKind::AllToAll: {

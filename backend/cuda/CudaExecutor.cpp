@@ -1,7 +1,5 @@
-// The CUDA executor: one device allocation laid out as
-//   [error record | arena | arguments | second inputs | scratch
-//    | communication scratch | workspace | group descriptors]
-// operands resolved once to device pointers, and a step that copies the
+// The CUDA executor: one device allocation (CudaDeviceLayout.h), operands
+// resolved once to device pointers, and a step that copies the
 // arguments in, enqueues every launch (or replays the captured graph), and
 // copies the results and the error record out with one synchronisation.
 //
@@ -17,6 +15,7 @@
 #include "backend/MemoryPlan.h"
 #include "backend/cuda/CudaCheck.h"
 #include "backend/cuda/CudaDevice.h"
+#include "backend/cuda/CudaDeviceLayout.h"
 #include "backend/cuda/CudaGroupLaunch.h"
 #include "backend/cuda/CudaKernels.h"
 
@@ -31,9 +30,6 @@ namespace mgc::backend::cuda {
 
 namespace {
 
-constexpr uint64_t kAlign = 256;
-uint64_t alignUp(uint64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
-
 std::string kindWord(const ir::Value &v) {
   switch (v.kind()) {
   case ir::ValueKind::Param:
@@ -43,62 +39,6 @@ std::string kindWord(const ir::Value &v) {
   default:
     return "input";
   }
-}
-
-LaunchOptions launchOptionsOf(const CudaOptions &options) {
-  return {options.groupLaunches, options.groupLaunches};
-}
-
-// Where the pieces of the device allocation start.
-struct Layout {
-  uint64_t error = 0, arena = 0, arguments = 0, scratch = 0, commScratch = 0,
-           workspace = 0, descriptors = 0, total = 0;
-  // By graph argument, for each input set (set 1 differs from set 0 for
-  // inputs only, and only with a graph).
-  std::vector<uint64_t> argumentOffsets[2];
-  uint64_t inputBytes = 0; // of one set of inputs, aligned
-  bool twoInputSets = false;
-  size_t descriptorsPerSet = 0;
-};
-
-Layout layoutOf(const Executable &exe, const CudaOptions &options,
-                const LaunchPlan &plan) {
-  Layout l;
-  l.error = 0;
-  l.arena = alignUp(sizeof(DeviceError));
-  uint64_t at = l.arena + alignUp(plan.peak);
-  l.arguments = at;
-  l.twoInputSets = options.graph;
-  for (const auto &arg : exe.module->graph().arguments()) {
-    l.argumentOffsets[0].push_back(at);
-    at += alignUp(typeBytes(arg->type()));
-    if (arg->kind() == ir::ValueKind::Input)
-      l.inputBytes += alignUp(typeBytes(arg->type()));
-  }
-  l.argumentOffsets[1] = l.argumentOffsets[0];
-  if (l.twoInputSets) {
-    const auto &args = exe.module->graph().arguments();
-    for (size_t i = 0; i < args.size(); ++i)
-      if (args[i]->kind() == ir::ValueKind::Input) {
-        l.argumentOffsets[1][i] = at;
-        at += alignUp(typeBytes(args[i]->type()));
-      }
-  }
-  l.scratch = at;
-  // The communication ops run beside the compute stream's: their own area.
-  uint64_t scratch = 0, commScratch = 0;
-  for (const auto &op : exe.module->graph().ops()) {
-    uint64_t &area = op->info().has(ir::kCollective) ? commScratch : scratch;
-    area = std::max(area, cudaScratchBytes(*op));
-  }
-  l.commScratch = l.scratch + alignUp(scratch);
-  l.workspace = l.commScratch + alignUp(commScratch);
-  l.descriptors = l.workspace + alignUp(options.workspaceBytes);
-  l.descriptorsPerSet = plan.groupedOps();
-  l.total =
-      l.descriptors + alignUp((l.twoInputSets ? 2 : 1) * l.descriptorsPerSet *
-                              sizeof(FusedGroupTensor));
-  return l;
 }
 
 } // namespace
@@ -157,6 +97,8 @@ struct CudaExecutor::State {
     int32_t ticket = -1;
     // Communication ops (by ticket order) that must be done before it runs.
     size_t needDone = 0;
+    // With CudaOptions::trace: its name and detail on the timeline.
+    std::string traceName, traceDetail;
   };
   std::vector<Step> steps;
 
@@ -302,11 +244,8 @@ struct CudaExecutor::State {
       e.device = options.comm->device();
       e.queue = st.ticket >= 0 ? TraceEvent::Queue::Communication
                                : TraceEvent::Queue::Compute;
-      e.name = st.op->name().str();
-      if (st.group)
-        e.name += " (" + std::to_string(st.group->tensors.size()) +
-                  " tensors in one launch)";
-      e.detail = traceDetail(*st.op, options.comm->mesh());
+      e.name = st.traceName;
+      e.detail = st.traceDetail;
       e.startUs = 1e6 * seconds(stepBegin, opBegin[i]);
       e.endUs = 1e6 * seconds(stepBegin, opEnd[i]);
       trace.push_back(std::move(e));
@@ -591,6 +530,15 @@ std::unique_ptr<CudaExecutor> CudaExecutor::create(const Executable &exe,
   int sets = s.layout.twoInputSets ? 2 : 1;
   size_t descriptorsUsed = 0;
   int32_t nextTicket = 0;
+  auto nameForTrace = [&](State::Step &step) {
+    if (!options.trace)
+      return;
+    step.traceName = step.op->name().str();
+    if (step.group)
+      step.traceName += " (" + std::to_string(step.group->tensors.size()) +
+                        " tensors in one launch)";
+    step.traceDetail = traceDetail(*step.op, options.comm->mesh());
+  };
   for (const LaunchPlan::Run &run : s.plan.runs) {
     const ir::Op *op = ops[s.plan.order[run.begin]];
     State::Step step;
@@ -626,6 +574,7 @@ std::unique_ptr<CudaExecutor> CudaExecutor::create(const Executable &exe,
         step.group = std::move(group);
       }
       descriptorsUsed += run.size();
+      nameForTrace(step);
       s.steps.push_back(std::move(step));
       continue;
     }
@@ -639,6 +588,7 @@ std::unique_ptr<CudaExecutor> CudaExecutor::create(const Executable &exe,
       if (!step.matmul)
         return nullptr;
     }
+    nameForTrace(step);
     s.steps.push_back(std::move(step));
   }
   return std::unique_ptr<CudaExecutor>(new CudaExecutor(std::move(state)));
