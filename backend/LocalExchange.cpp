@@ -23,46 +23,6 @@ namespace mgc::backend {
 
 namespace {
 
-// All-reduces: one count, every device gets the whole result.
-bool isAllReduce(CallKind kind) {
-  return kind == CallKind::AllReduce || kind == CallKind::AllReduceMax;
-}
-
-const char *callName(CallKind kind) {
-  switch (kind) {
-  case CallKind::AllReduce:
-    return "allReduce";
-  case CallKind::AllReduceMax:
-    return "allReduceMax";
-  case CallKind::AllGather:
-    return "allGather";
-  case CallKind::ReduceScatter:
-    return "reduceScatter";
-  case CallKind::AllToAll:
-    break;
-  }
-  return "allToAll";
-}
-
-std::string listStr(llvm::ArrayRef<int64_t> xs) { return ir::shapeStr(xs); }
-
-std::string describe(const GroupCall &c) {
-  std::string s =
-      std::string(callName(c.kind)) + " of " + ir::dtypeName(c.dtype).str();
-  switch (c.kind) {
-  case CallKind::AllReduce:
-  case CallKind::AllReduceMax:
-    return s + ", " + std::to_string(c.count) + " elements";
-  case CallKind::AllGather:
-  case CallKind::ReduceScatter:
-    return s + ", counts " + listStr(c.counts);
-  case CallKind::AllToAll:
-    break;
-  }
-  return s + ", send counts " + listStr(c.counts) + ", receive counts " +
-         listStr(c.recvCounts);
-}
-
 int64_t offsetOf(llvm::ArrayRef<int64_t> xs, size_t j) {
   return std::accumulate(xs.begin(), xs.begin() + j, int64_t(0));
 }
@@ -132,17 +92,6 @@ struct LocalExchange::Impl {
     --r.arrived;
     return false;
   }
-
-  // Why `peer` cannot be the other end of a send or recv of `device`, or
-  // "" when it can.
-  std::string badPeer(int64_t device, int64_t peer) const {
-    if (peer < 0 || peer >= mesh.numDevices())
-      return "device " + std::to_string(peer) + " is not in the mesh " +
-             mesh.str();
-    if (peer == device)
-      return "a device cannot send to itself";
-    return "";
-  }
 };
 
 LocalExchange::Impl::Impl(ir::Mesh m) : mesh(std::move(m)) {
@@ -188,17 +137,9 @@ std::optional<std::string> checkCalls(llvm::ArrayRef<GroupCall> slots,
     const GroupCall &c = slots[j];
     std::string where = dev(j) + " calls " + describe(c) + " on axis '" +
                         axis.str() + "' of " + std::to_string(n) + " devices: ";
-    if (isAllReduce(c.kind)) {
-      if (c.count < 0)
-        return where + "a negative count";
-      continue;
-    }
-    if (c.counts.size() != n ||
-        (c.kind == CallKind::AllToAll && c.recvCounts.size() != n))
-      return where + "expected one count per device";
-    if (llvm::any_of(c.counts, [](int64_t x) { return x < 0; }) ||
-        llvm::any_of(c.recvCounts, [](int64_t x) { return x < 0; }))
-      return where + "a negative count";
+    std::string bad = badCall(c, n);
+    if (!bad.empty())
+      return where + bad;
     if (c.kind == CallKind::AllToAll)
       for (size_t k = 0; k < n; ++k)
         if (c.counts[k] != slots[k].recvCounts[j])
@@ -207,22 +148,6 @@ std::optional<std::string> checkCalls(llvm::ArrayRef<GroupCall> slots,
                  std::to_string(slots[k].recvCounts[j]);
   }
   return std::nullopt;
-}
-
-// What the MPI communicator sends for `c` from coordinate `me` of a group
-// of `n`, in elements.
-int64_t elementsSentBy(const GroupCall &c, size_t n, size_t me) {
-  switch (c.kind) {
-  case CallKind::AllReduce:
-  case CallKind::AllReduceMax:
-    return reductionElementsSent(c.count, n, me);
-  case CallKind::AllGather:
-    return allGatherElementsSent(c.counts, me);
-  case CallKind::ReduceScatter:
-  case CallKind::AllToAll:
-    break;
-  }
-  return partsElementsSent(c.counts, me);
 }
 
 } // namespace
@@ -328,7 +253,7 @@ LogicalResult LocalExchange::collective(int64_t device, llvm::StringRef axis,
     error = *bad;
     return failure();
   }
-  elementsSent = elementsSentBy(call, r.devices.size(), me);
+  elementsSent = callElementsSent(call, r.devices.size(), me);
   return success();
 }
 
@@ -347,9 +272,7 @@ LogicalResult LocalExchange::send(int64_t from, int64_t to, const void *in,
                                   int64_t count, ir::DType dtype,
                                   std::string &error) {
   Impl &im = *impl_;
-  std::string bad = im.badPeer(from, to);
-  if (bad.empty() && count < 0)
-    bad = "a negative count";
+  std::string bad = badPointToPoint(im.mesh, from, to, count);
   if (!bad.empty()) {
     error = "send to device " + std::to_string(to) + ": " + bad;
     return failure();
@@ -375,7 +298,7 @@ LogicalResult LocalExchange::recv(int64_t to, int64_t from, void *out,
                                   std::string &error) {
   Impl &im = *impl_;
   std::string what = "recv from device " + std::to_string(from);
-  std::string bad = im.badPeer(to, from);
+  std::string bad = badPointToPoint(im.mesh, to, from, count);
   if (!bad.empty()) {
     error = what + ": " + bad;
     return failure();
@@ -428,65 +351,6 @@ void LocalExchange::reset() {
   // Messages of the aborted step are not for the next one.
   std::lock_guard<std::mutex> lock(impl_->mailMutex);
   impl_->mail.clear();
-}
-
-namespace {
-
-GroupCall makeCall(CallKind kind, const void *in, void *out, ir::DType dtype) {
-  GroupCall c;
-  c.kind = kind;
-  c.dtype = dtype;
-  c.in = static_cast<const std::byte *>(in);
-  c.out = static_cast<std::byte *>(out);
-  return c;
-}
-
-} // namespace
-
-LogicalResult LocalEndpoint::allReduce(llvm::StringRef axis, const void *in,
-                                       void *out, int64_t count,
-                                       ir::DType dtype, std::string &error) {
-  GroupCall c = makeCall(CallKind::AllReduce, in, out, dtype);
-  c.count = count;
-  return call(axis, c, error);
-}
-
-LogicalResult LocalEndpoint::allReduceMax(llvm::StringRef axis, const void *in,
-                                          void *out, int64_t count,
-                                          ir::DType dtype, std::string &error) {
-  GroupCall c = makeCall(CallKind::AllReduceMax, in, out, dtype);
-  c.count = count;
-  return call(axis, c, error);
-}
-
-LogicalResult LocalEndpoint::allGather(llvm::StringRef axis, const void *in,
-                                       void *out,
-                                       llvm::ArrayRef<int64_t> counts,
-                                       ir::DType dtype, std::string &error) {
-  GroupCall c = makeCall(CallKind::AllGather, in, out, dtype);
-  c.counts = counts;
-  return call(axis, c, error);
-}
-
-LogicalResult LocalEndpoint::reduceScatter(llvm::StringRef axis, const void *in,
-                                           void *out,
-                                           llvm::ArrayRef<int64_t> counts,
-                                           ir::DType dtype,
-                                           std::string &error) {
-  GroupCall c = makeCall(CallKind::ReduceScatter, in, out, dtype);
-  c.counts = counts;
-  return call(axis, c, error);
-}
-
-LogicalResult LocalEndpoint::allToAll(llvm::StringRef axis, const void *in,
-                                      llvm::ArrayRef<int64_t> sendCounts,
-                                      void *out,
-                                      llvm::ArrayRef<int64_t> recvCounts,
-                                      ir::DType dtype, std::string &error) {
-  GroupCall c = makeCall(CallKind::AllToAll, in, out, dtype);
-  c.counts = sendCounts;
-  c.recvCounts = recvCounts;
-  return call(axis, c, error);
 }
 
 } // namespace mgc::backend

@@ -12,6 +12,7 @@
 #pragma once
 
 #include "backend/Communicator.h"
+#include "backend/GroupCall.h"
 #include "ir/Sharding.h"
 #include "ir/Types.h"
 #include "support/Result.h"
@@ -27,74 +28,12 @@
 
 namespace mgc::backend {
 
-enum class CallKind : uint8_t {
-  AllReduce,
-  AllReduceMax,
-  AllGather,
-  ReduceScatter,
-  AllToAll
-};
-
-// One device's side of a collective. The arrays and buffers belong to the
-// caller, which is blocked inside the call while peers read them.
-struct GroupCall {
-  CallKind kind = CallKind::AllReduce;
-  ir::DType dtype = ir::DType::F32;
-  int64_t count = 0;                  // allReduce, allReduceMax
-  llvm::ArrayRef<int64_t> counts;     // allGather, reduceScatter; allToAll send
-  llvm::ArrayRef<int64_t> recvCounts; // allToAll
-  const std::byte *in = nullptr;
-  std::byte *out = nullptr;
-};
-
-// The element movement of a share, on the memory the buffers live in. Sums
-// and maxima are those of backend/cpu/Reductions.h (coordinate order; bf16
-// and f16 summed in f32 and rounded once).
-class DataMover {
-public:
-  virtual ~DataMover() = default;
-  virtual void sum(ir::DType dtype, llvm::ArrayRef<const std::byte *> srcs,
-                   std::byte *dst, int64_t n) = 0;
-  virtual void max(ir::DType dtype, llvm::ArrayRef<const std::byte *> srcs,
-                   std::byte *dst, int64_t n) = 0;
-  // `dst` and `src` are the same or do not overlap.
-  virtual void copy(std::byte *dst, const std::byte *src, size_t bytes) = 0;
-};
-
 // Device `me`'s share of the group's calls (`slots`, by coordinate): of an
 // all-reduce, the elements [count*me/n, count*(me+1)/n) reduced and written
 // to every device's result; of an all-gather, its part written into every
 // result; of a reduce-scatter and an all-to-all, its own result. Each
 // element of a result is written by one device only.
 void moveShare(llvm::ArrayRef<GroupCall> slots, size_t me, DataMover &mover);
-
-// An endpoint of a local exchange: the collectives of Communicator as
-// GroupCalls, each handed to call() (which meets the group and moves the
-// elements as its backend does).
-class LocalEndpoint : public Communicator {
-public:
-  LogicalResult allReduce(llvm::StringRef axis, const void *in, void *out,
-                          int64_t count, ir::DType dtype,
-                          std::string &error) override;
-  LogicalResult allReduceMax(llvm::StringRef axis, const void *in, void *out,
-                             int64_t count, ir::DType dtype,
-                             std::string &error) override;
-  LogicalResult allGather(llvm::StringRef axis, const void *in, void *out,
-                          llvm::ArrayRef<int64_t> counts, ir::DType dtype,
-                          std::string &error) override;
-  LogicalResult reduceScatter(llvm::StringRef axis, const void *in, void *out,
-                              llvm::ArrayRef<int64_t> counts, ir::DType dtype,
-                              std::string &error) override;
-  LogicalResult allToAll(llvm::StringRef axis, const void *in,
-                         llvm::ArrayRef<int64_t> sendCounts, void *out,
-                         llvm::ArrayRef<int64_t> recvCounts, ir::DType dtype,
-                         std::string &error) override;
-
-protected:
-  // Runs `call` (its buffers and dtype set) with the group on `axis`.
-  virtual LogicalResult call(llvm::StringRef axis, const GroupCall &call,
-                             std::string &error) = 0;
-};
 
 class LocalExchange {
 public:

@@ -3,32 +3,9 @@
 #include "backend/cpu/InProcessCommunicator.h"
 
 #include "backend/LocalExchange.h"
-#include "backend/cpu/Reductions.h"
-
-#include <cstring>
+#include "backend/cpu/HostMover.h"
 
 namespace mgc::backend::cpu {
-
-namespace {
-
-// Moves a share's elements on the calling thread.
-class HostMover final : public DataMover {
-public:
-  void sum(ir::DType dtype, llvm::ArrayRef<const std::byte *> srcs,
-           std::byte *dst, int64_t n) override {
-    sumParts(dtype, srcs, dst, n);
-  }
-  void max(ir::DType dtype, llvm::ArrayRef<const std::byte *> srcs,
-           std::byte *dst, int64_t n) override {
-    maxParts(dtype, srcs, dst, n);
-  }
-  void copy(std::byte *dst, const std::byte *src, size_t bytes) override {
-    if (dst != src && bytes)
-      std::memcpy(dst, src, bytes);
-  }
-};
-
-} // namespace
 
 struct InProcessMesh::Impl {
   class Endpoint;
@@ -40,7 +17,7 @@ struct InProcessMesh::Impl {
   std::vector<int64_t> all; // 0, 1, ... n-1
 };
 
-class InProcessMesh::Impl::Endpoint final : public LocalEndpoint {
+class InProcessMesh::Impl::Endpoint final : public GroupCallEndpoint {
 public:
   Endpoint(LocalExchange &exchange, int64_t device)
       : exchange_(exchange), device_(device) {}

@@ -12,60 +12,13 @@
 #include "backend/cuda/CudaLocalMesh.h"
 
 #include "backend/LocalExchange.h"
-#include "backend/cuda/CudaKernels.h"
-#include "backend/cuda/Launch.h"
+#include "backend/cuda/StreamMover.h"
 
 #include <cuda_runtime_api.h>
 
 #include <vector>
 
 namespace mgc::backend::cuda {
-
-namespace {
-
-std::string cudaFailure(const char *call, cudaError_t status) {
-  return std::string(call) + " failed: " + cudaGetErrorName(status) + ": " +
-         cudaGetErrorString(status);
-}
-
-// Moves a share's elements on one stream; remembers the first failure.
-class StreamMover final : public DataMover {
-public:
-  explicit StreamMover(cudaStream_t stream) : stream_(stream) {}
-
-  void sum(ir::DType dtype, llvm::ArrayRef<const std::byte *> srcs,
-           std::byte *dst, int64_t n) override {
-    note("launchSumParts",
-         launchSumParts(stream_, toDt(dtype), partsOf(srcs), dst, n));
-  }
-  void max(ir::DType dtype, llvm::ArrayRef<const std::byte *> srcs,
-           std::byte *dst, int64_t n) override {
-    note("launchMaxParts",
-         launchMaxParts(stream_, toDt(dtype), partsOf(srcs), dst, n));
-  }
-  void copy(std::byte *dst, const std::byte *src, size_t bytes) override {
-    if (dst != src && bytes)
-      note("cudaMemcpyAsync",
-           cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
-  }
-  void note(const char *call, cudaError_t status) {
-    if (status != cudaSuccess && error.empty())
-      error = cudaFailure(call, status);
-  }
-
-  std::string error;
-
-private:
-  static ReduceParts partsOf(llvm::ArrayRef<const std::byte *> srcs) {
-    ReduceParts parts;
-    for (const std::byte *s : srcs)
-      parts.src[parts.count++] = s; // create() bounds the group size
-    return parts;
-  }
-  cudaStream_t stream_;
-};
-
-} // namespace
 
 struct CudaLocalMesh::Impl {
   class Endpoint;
@@ -78,7 +31,7 @@ struct CudaLocalMesh::Impl {
   std::vector<int64_t> all;
 };
 
-class CudaLocalMesh::Impl::Endpoint final : public LocalEndpoint {
+class CudaLocalMesh::Impl::Endpoint final : public GroupCallEndpoint {
 public:
   Endpoint(Impl &impl, int64_t device) : impl_(impl), device_(device) {}
   ~Endpoint() override {

@@ -1,9 +1,10 @@
 #include "backend/mpi/MpiCommunicator.h"
 
 #include "backend/FaultInjection.h"
+#include "backend/PeerPlan.h"
 #include "backend/PlanReport.h"
 #include "backend/ProcessGroup.h"
-#include "backend/cpu/Reductions.h"
+#include "backend/cpu/HostMover.h"
 
 #include <algorithm>
 #include <atomic>
@@ -26,10 +27,6 @@ namespace {
 
 // MPI counts are ints: larger messages travel as pieces of this many bytes.
 constexpr int64_t kMaxPiece = int64_t(1) << 30;
-
-int64_t offsetOf(llvm::ArrayRef<int64_t> xs, size_t j) {
-  return std::accumulate(xs.begin(), xs.begin() + j, int64_t(0));
-}
 
 } // namespace
 
@@ -126,64 +123,30 @@ struct Exchange {
   }
 };
 
-class Endpoint final : public Communicator {
+class Endpoint final : public GroupCallEndpoint {
 public:
   Endpoint(MpiSet &set, int64_t device) : set_(set), device_(device) {}
 
   const ir::Mesh &mesh() const override;
   int64_t device() const override { return device_; }
 
-  LogicalResult allReduce(llvm::StringRef axis, const void *in, void *out,
-                          int64_t count, ir::DType dtype,
-                          std::string &error) override {
-    return reduce(axis, in, out, count, dtype, /*max=*/false, error);
-  }
-  LogicalResult allReduceMax(llvm::StringRef axis, const void *in, void *out,
-                             int64_t count, ir::DType dtype,
-                             std::string &error) override {
-    return reduce(axis, in, out, count, dtype, /*max=*/true, error);
-  }
-  LogicalResult allGather(llvm::StringRef axis, const void *in, void *out,
-                          llvm::ArrayRef<int64_t> counts, ir::DType dtype,
-                          std::string &error) override;
-  LogicalResult reduceScatter(llvm::StringRef axis, const void *in, void *out,
-                              llvm::ArrayRef<int64_t> counts, ir::DType dtype,
-                              std::string &error) override;
-  LogicalResult allToAll(llvm::StringRef axis, const void *in,
-                         llvm::ArrayRef<int64_t> sendCounts, void *out,
-                         llvm::ArrayRef<int64_t> recvCounts, ir::DType dtype,
-                         std::string &error) override;
   LogicalResult send(int64_t peer, const void *in, int64_t count,
                      ir::DType dtype, std::string &error) override;
   LogicalResult recv(int64_t peer, void *out, int64_t count, ir::DType dtype,
                      std::string &error) override;
 
 private:
-  LogicalResult reduce(llvm::StringRef axis, const void *in, void *out,
-                       int64_t count, ir::DType dtype, bool max,
-                       std::string &error);
-  // The devices of this device's group on `axis` by coordinate, and its
-  // own coordinate; false (with `error`) for an axis the mesh lacks.
-  bool groupOf(llvm::StringRef axis, const std::string &what,
-               std::vector<int64_t> &group, size_t &me, std::string &error);
-  bool checkCounts(llvm::ArrayRef<int64_t> counts, size_t n,
-                   const std::string &what, std::string &error);
+  friend class MpiTransport;
+
+  // Plans the call's messages (backend/PeerPlan.h) and runs them.
+  LogicalResult call(llvm::StringRef axis, const GroupCall &call,
+                     std::string &error) override;
 
   void postSend(Exchange &x, int64_t peer, const void *data, int64_t bytes);
   void postRecv(Exchange &x, int64_t peer, void *data, int64_t bytes);
   // Waits for the exchange; `what` names the call in an error.
   LogicalResult finish(Exchange &x, const std::string &what,
                        std::string &error);
-
-  // A buffer of at least `bytes` for the parts a call receives.
-  std::byte *scratchFor(Exchange &x, size_t bytes) {
-    if (bytes > scratchBytes_ || !scratch_) {
-      scratch_.reset(new std::byte[bytes]);
-      scratchBytes_ = bytes;
-    }
-    x.scratch = &scratch_;
-    return scratch_.get();
-  }
 
   MpiSet &set_;
   int64_t device_;
@@ -254,33 +217,6 @@ private:
 };
 
 const ir::Mesh &Endpoint::mesh() const { return set_.mesh(); }
-
-bool Endpoint::groupOf(llvm::StringRef axis, const std::string &what,
-                       std::vector<int64_t> &group, size_t &me,
-                       std::string &error) {
-  int a = mesh().axisIndex(axis);
-  if (a < 0) {
-    error = what + ": the mesh " + mesh().str() + " has no such axis";
-    return false;
-  }
-  group = mesh().group(device_, axis);
-  me = static_cast<size_t>(mesh().coords(device_)[a]);
-  return true;
-}
-
-bool Endpoint::checkCounts(llvm::ArrayRef<int64_t> counts, size_t n,
-                           const std::string &what, std::string &error) {
-  if (counts.size() != n) {
-    error = what + " of " + std::to_string(n) +
-            " devices: expected one count per device";
-    return false;
-  }
-  if (llvm::any_of(counts, [](int64_t x) { return x < 0; })) {
-    error = what + ": a negative count";
-    return false;
-  }
-  return true;
-}
 
 void Endpoint::postSend(Exchange &x, int64_t peer, const void *data,
                         int64_t bytes) {
@@ -375,161 +311,51 @@ LogicalResult Endpoint::finish(Exchange &x, const std::string &what,
   return success();
 }
 
-LogicalResult Endpoint::reduce(llvm::StringRef axis, const void *in, void *out,
-                               int64_t count, ir::DType dtype, bool max,
-                               std::string &error) {
-  size_t bytes = ir::dtypeBytes(dtype);
-  std::string what = std::string(max ? "allReduceMax" : "allReduce") +
-                     " on axis '" + axis.str() + "' (" +
-                     formatBytes(count * bytes) + ")";
-  std::vector<int64_t> group;
-  size_t me = 0;
-  if (!groupOf(axis, what, group, me, error))
-    return failure();
-  if (count < 0) {
-    error = what + ": a negative count";
-    return failure();
+// The messages of one phase of a plan, between the devices of a group.
+class MpiTransport final : public PeerTransport {
+public:
+  MpiTransport(Endpoint &endpoint, llvm::ArrayRef<int64_t> group,
+               std::unique_ptr<std::byte[]> *scratch, std::string what)
+      : endpoint_(endpoint), group_(group), scratch_(scratch),
+        what_(std::move(what)) {}
+
+  void send(size_t peer, const std::byte *data, int64_t bytes) override {
+    endpoint_.postSend(x_, group_[peer], data, bytes);
   }
-  size_t n = group.size();
-  const auto *src = static_cast<const std::byte *>(in);
-  auto *dst = static_cast<std::byte *>(out);
-  if (n == 1) {
-    if (src != dst && count > 0)
-      std::memmove(dst, src, count * bytes);
-    return success();
+  void recv(size_t peer, std::byte *data, int64_t bytes) override {
+    endpoint_.postRecv(x_, group_[peer], data, bytes);
   }
-  auto lo = [&](size_t j) {
-    return count * static_cast<int64_t>(j) / static_cast<int64_t>(n);
-  };
-  // Reduce-scatter: chunk j of everyone goes to coordinate j, which adds
-  // the parts in coordinate order.
-  int64_t mine = lo(me + 1) - lo(me);
-  Exchange x;
-  std::byte *scratch = scratchFor(x, n * mine * bytes);
-  for (size_t j = 0; j < n; ++j)
-    if (j != me) {
-      postRecv(x, group[j], scratch + j * mine * bytes, mine * bytes);
-      postSend(x, group[j], src + lo(j) * bytes, (lo(j + 1) - lo(j)) * bytes);
-    }
-  if (failed(finish(x, what, error)))
-    return failure();
-  std::vector<const std::byte *> parts;
-  for (size_t j = 0; j < n; ++j)
-    parts.push_back(j == me ? src + lo(me) * bytes
-                            : scratch + j * mine * bytes);
-  if (max)
-    cpu::maxParts(dtype, parts, dst + lo(me) * bytes, mine);
-  else
-    cpu::sumParts(dtype, parts, dst + lo(me) * bytes, mine);
-  // All-gather of the reduced chunks.
-  Exchange y;
-  for (size_t j = 0; j < n; ++j)
-    if (j != me) {
-      postRecv(y, group[j], dst + lo(j) * bytes, (lo(j + 1) - lo(j)) * bytes);
-      postSend(y, group[j], dst + lo(me) * bytes, mine * bytes);
-    }
-  return finish(y, what, error);
-}
-
-LogicalResult Endpoint::allGather(llvm::StringRef axis, const void *in,
-                                  void *out, llvm::ArrayRef<int64_t> counts,
-                                  ir::DType dtype, std::string &error) {
-  size_t bytes = ir::dtypeBytes(dtype);
-  std::string what = "allGather on axis '" + axis.str() + "'";
-  std::vector<int64_t> group;
-  size_t me = 0;
-  if (!groupOf(axis, what, group, me, error) ||
-      !checkCounts(counts, group.size(), what, error))
-    return failure();
-  auto *dst = static_cast<std::byte *>(out);
-  Exchange x;
-  for (size_t j = 0; j < group.size(); ++j)
-    if (j != me) {
-      postRecv(x, group[j], dst + offsetOf(counts, j) * bytes,
-               counts[j] * bytes);
-      postSend(x, group[j], in, counts[me] * bytes);
-    }
-  if (counts[me] > 0)
-    std::memmove(dst + offsetOf(counts, me) * bytes, in, counts[me] * bytes);
-  return finish(x, what, error);
-}
-
-LogicalResult Endpoint::reduceScatter(llvm::StringRef axis, const void *in,
-                                      void *out, llvm::ArrayRef<int64_t> counts,
-                                      ir::DType dtype, std::string &error) {
-  size_t bytes = ir::dtypeBytes(dtype);
-  std::string what = "reduceScatter on axis '" + axis.str() + "'";
-  std::vector<int64_t> group;
-  size_t me = 0;
-  if (!groupOf(axis, what, group, me, error) ||
-      !checkCounts(counts, group.size(), what, error))
-    return failure();
-  size_t n = group.size();
-  const auto *src = static_cast<const std::byte *>(in);
-  int64_t mine = counts[me];
-  Exchange x;
-  std::byte *scratch = scratchFor(x, n * mine * bytes);
-  for (size_t j = 0; j < n; ++j)
-    if (j != me) {
-      postRecv(x, group[j], scratch + j * mine * bytes, mine * bytes);
-      postSend(x, group[j], src + offsetOf(counts, j) * bytes,
-               counts[j] * bytes);
-    }
-  if (failed(finish(x, what, error)))
-    return failure();
-  std::vector<const std::byte *> parts;
-  for (size_t j = 0; j < n; ++j)
-    parts.push_back(j == me ? src + offsetOf(counts, me) * bytes
-                            : scratch + j * mine * bytes);
-  cpu::sumParts(dtype, parts, static_cast<std::byte *>(out), mine);
-  return success();
-}
-
-LogicalResult Endpoint::allToAll(llvm::StringRef axis, const void *in,
-                                 llvm::ArrayRef<int64_t> sendCounts, void *out,
-                                 llvm::ArrayRef<int64_t> recvCounts,
-                                 ir::DType dtype, std::string &error) {
-  size_t bytes = ir::dtypeBytes(dtype);
-  std::string what = "allToAll on axis '" + axis.str() + "'";
-  std::vector<int64_t> group;
-  size_t me = 0;
-  if (!groupOf(axis, what, group, me, error) ||
-      !checkCounts(sendCounts, group.size(), what, error) ||
-      !checkCounts(recvCounts, group.size(), what, error))
-    return failure();
-  if (sendCounts[me] != recvCounts[me]) {
-    error = what + ": this device sends itself " +
-            std::to_string(sendCounts[me]) + " elements but expects " +
-            std::to_string(recvCounts[me]);
-    return failure();
+  LogicalResult finish(std::string &error) override {
+    x_.scratch = scratch_;
+    LogicalResult done = endpoint_.finish(x_, what_, error);
+    x_ = Exchange();
+    return done;
   }
-  const auto *src = static_cast<const std::byte *>(in);
-  auto *dst = static_cast<std::byte *>(out);
-  Exchange x;
-  for (size_t j = 0; j < group.size(); ++j)
-    if (j != me) {
-      postRecv(x, group[j], dst + offsetOf(recvCounts, j) * bytes,
-               recvCounts[j] * bytes);
-      postSend(x, group[j], src + offsetOf(sendCounts, j) * bytes,
-               sendCounts[j] * bytes);
-    }
-  if (recvCounts[me] > 0)
-    std::memcpy(dst + offsetOf(recvCounts, me) * bytes,
-                src + offsetOf(sendCounts, me) * bytes, recvCounts[me] * bytes);
-  return finish(x, what, error);
-}
 
-// Why `peer` and `count` cannot make a send or recv of `device`, or "".
-std::string badPointToPoint(const ir::Mesh &mesh, int64_t device, int64_t peer,
-                            int64_t count) {
-  if (count < 0)
-    return "a negative count";
-  if (peer == device)
-    return "a device cannot send to itself";
-  if (peer < 0 || peer >= mesh.numDevices())
-    return "device " + std::to_string(peer) + " is not in the mesh " +
-           mesh.str();
-  return "";
+private:
+  Endpoint &endpoint_;
+  llvm::ArrayRef<int64_t> group_;
+  std::unique_ptr<std::byte[]> *scratch_;
+  std::string what_;
+  Exchange x_;
+};
+
+LogicalResult Endpoint::call(llvm::StringRef axis, const GroupCall &c,
+                             std::string &error) {
+  FailureOr<DeviceCall> placed =
+      planDeviceCall(mesh(), device_, axis, c, error);
+  if (placed.failed())
+    return failure();
+  const PeerPlan &plan = placed->plan;
+  if (plan.scratchBytes > 0 &&
+      (!scratch_ || static_cast<size_t>(plan.scratchBytes) > scratchBytes_)) {
+    scratch_.reset(new std::byte[plan.scratchBytes]);
+    scratchBytes_ = static_cast<size_t>(plan.scratchBytes);
+  }
+  std::vector<int64_t> group = mesh().group(device_, axis);
+  MpiTransport transport(*this, group, &scratch_, placed->what);
+  cpu::HostMover mover;
+  return runPeerPlan(plan, c, scratch_.get(), transport, mover, error);
 }
 
 LogicalResult Endpoint::send(int64_t peer, const void *in, int64_t count,

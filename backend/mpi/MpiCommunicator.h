@@ -1,12 +1,9 @@
 // The communicator of a mesh whose devices are spread over MPI processes
 // (every device of the mesh is an endpoint on the rank that runs it; a rank
-// may run several). Each collective is built from point-to-point messages
-// so that its sums are taken exactly as the in-process communicator takes
-// them: a reduction is a reduce-scatter, in which the device that owns a
-// chunk adds every device's part of it in coordinate order
-// (Reductions.h), then an all-gather of the reduced chunks. It moves as
-// many bytes as a ring all-reduce, and a run on N processes is bit-identical
-// to the same mesh in one process.
+// may run several). Each collective is the point-to-point plan of
+// backend/PeerPlan.h, so its sums are taken exactly as the in-process
+// communicator takes them: a run on N processes is bit-identical to the
+// same mesh in one process.
 //
 // Messages between two devices carry the tag (sender * N + receiver) on a
 // communicator of their own (a duplicate of the world for each set), so the
