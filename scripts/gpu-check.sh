@@ -11,7 +11,10 @@
 #   scripts/gpu-check.sh --run    on the GPU machine, from the repository
 #                                 root with gpu-bundle/ beside it: runs
 #                                 1. every CUDA kernel against the CPU one
-#                                    (mgc_unit_tests -tc='cuda*');
+#                                    (mgc_unit_tests -tc='cuda*'), and
+#                                    the NCCL communicator with one rank
+#                                    against the CPU's (across GPUs too
+#                                    where there are several);
 #                                 2. a few training steps of each sample on
 #                                    CUDA and on the CPU, losses compared;
 #                                    and every mesh of the CPU's
@@ -114,11 +117,25 @@ run_checks() {
   fi
   log "== device"
   nvidia-smi -L 2>&1 | tee -a "$report"
+  # NCCL is loaded at run time (libnccl.so.2); where the loader's path has
+  # none, PyTorch's wheel may carry one.
+  if [ -z "${MGC_NCCL_LIBRARY:-}" ] && ! ldconfig -p 2>/dev/null | grep -q 'libnccl\.so\.2'; then
+    local nccl
+    nccl=$(python3 -c "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib', 'libnccl.so.2'))" 2>/dev/null || true)
+    if [ -n "$nccl" ] && [ -f "$nccl" ]; then export MGC_NCCL_LIBRARY=$nccl; fi
+  fi
+  log "NCCL: ${MGC_NCCL_LIBRARY:-libnccl.so.2 from the library path}"
 
   log "== 1. every CUDA kernel against the CPU (mgc_unit_tests -tc='cuda*')"
   timeout 300 "$bundle/mgc_unit_tests" -tc='cuda*' 2>&1 | tail -n 25 | tee -a "$report"
   row "kernels: CUDA vs CPU (unit tests)" \
     "$(grep -E '^\[doctest\] assertions' "$report" | tail -n 1 | sed 's/\[doctest\] //')"
+
+  log "== 1b. the NCCL communicator (one rank; across GPUs where there are several)"
+  timeout 120 "$bundle/mgc_unit_tests" -tc='cuda: the NCCL*' -s 2>&1 | tail -n 12 > "$work/nccl.txt"
+  tee -a "$report" < "$work/nccl.txt"
+  row "NCCL communicator vs CPU (unit tests)" \
+    "$(grep -E '^\[doctest\] (assertions|test cases)' "$work/nccl.txt" | sed 's/\[doctest\] //' | tr '\n' ' ')"
 
   log "== 2. training steps, CUDA against the CPU"
   local args
@@ -163,6 +180,23 @@ run_checks() {
       "$(loss_diff "$work/mesh-cpu.json" "$work/mesh-cuda.json" 2>/dev/null || echo failed)"
     rm -f "$work/mesh-cpu.json" "$work/mesh-cuda.json"
   done
+
+  # With several GPUs: a GPU per device over NCCL, against the CPU.
+  local gpus
+  gpus=$(nvidia-smi -L 2>/dev/null | grep -c GPU || true)
+  if [ "${gpus:-0}" -ge 2 ]; then
+    for backend in cpu cuda; do
+      local extra=()
+      if [ $backend = cuda ]; then extra=(--gpu-per-device); fi
+      timeout 120 "$mgc" run "${gpt[@]}" --devices 2 --backend $backend "${extra[@]}" \
+        --log-json "$work/mesh-$backend.json" > "$work/out.txt" 2>&1 ||
+        tail -n 3 "$work/out.txt" | tee -a "$report"
+    done
+    row "gpt --devices 2 --gpu-per-device (NCCL): largest loss difference" \
+      "$(loss_diff "$work/mesh-cpu.json" "$work/mesh-cuda.json" 2>/dev/null || echo failed)"
+  else
+    row "a GPU per device over NCCL" "not run: $gpus GPU(s)"
+  fi
 
   # A timeline of a mesh on the GPU, and the exposed communication of
   # GPT-2 124M on meshes simulated on the GPU (the `communication:` line).

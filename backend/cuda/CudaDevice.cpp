@@ -54,14 +54,25 @@ std::optional<std::string> cudaUnavailableReason() {
   return reason;
 }
 
-std::optional<CudaDeviceInfo> cudaDeviceInfo(DiagnosticEngine &diag) {
+std::optional<CudaDeviceInfo> cudaDeviceInfo(DiagnosticEngine &diag, int gpu) {
   if (auto why = cudaUnavailableReason()) {
     diag.error("no CUDA device: " + *why);
     return std::nullopt;
   }
+  int count = 0;
+  if (failed(MGC_CUDA_CHECK(cudaGetDeviceCount(&count), diag, nullptr)))
+    return std::nullopt;
+  if (gpu < 0 || gpu >= count) {
+    diag.error("no CUDA device " + std::to_string(gpu) +
+               ": this process sees " + std::to_string(count) + " GPUs");
+    return std::nullopt;
+  }
   CudaDeviceInfo info;
+  info.ordinal = gpu;
   cudaDeviceProp prop;
-  if (failed(MGC_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0), diag, nullptr)))
+  if (failed(
+          MGC_CUDA_CHECK(cudaGetDeviceProperties(&prop, gpu), diag, nullptr)) ||
+      failed(MGC_CUDA_CHECK(cudaSetDevice(gpu), diag, nullptr)))
     return std::nullopt;
   info.name = prop.name;
   info.major = prop.major;

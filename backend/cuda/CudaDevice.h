@@ -27,8 +27,10 @@ struct CudaDeviceInfo {
   uint64_t totalBytes = 0, freeBytes = 0;
 };
 
-// Device 0 now (free memory changes); reports and returns nullopt on error.
-std::optional<CudaDeviceInfo> cudaDeviceInfo(DiagnosticEngine &diag);
+// GPU `gpu` (an ordinal) now (free memory changes), made the calling
+// thread's current device; reports and returns nullopt on error.
+std::optional<CudaDeviceInfo> cudaDeviceInfo(DiagnosticEngine &diag,
+                                             int gpu = 0);
 
 // "1.50 GiB".
 std::string formatGiB(uint64_t bytes);

@@ -24,7 +24,11 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <thread>
 
 namespace mgc::backend::cuda {
 
@@ -104,6 +108,7 @@ struct CudaExecutor::State {
 
   explicit State(const Executable &exe) : exe(exe) {}
   ~State() {
+    cudaSetDevice(options.gpu);
     for (cudaGraphExec_t g : graphs)
       if (g)
         cudaGraphExecDestroy(g);
@@ -426,15 +431,14 @@ std::unique_ptr<CudaExecutor> CudaExecutor::create(const Executable &exe,
   s.options = options;
   s.plan = planLaunches(exe, launchOptionsOf(options));
   s.layout = layoutOf(exe, options, s.plan);
-  auto info = cudaDeviceInfo(diag);
+  auto info = cudaDeviceInfo(diag, options.gpu);
   if (!info)
     return nullptr;
   s.deviceName = info->name;
   if (failed(checkDeviceMemory(exe.module->name(), s.layout.total,
                                info->freeBytes, info->name, diag)))
     return nullptr;
-  if (failed(MGC_CUDA_CHECK(cudaSetDevice(0), diag, nullptr)) ||
-      failed(MGC_CUDA_CHECK(
+  if (failed(MGC_CUDA_CHECK(
           cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), diag,
           nullptr)) ||
       failed(MGC_CUBLAS_CHECK(cublasLtCreate(&s.lt), diag, nullptr)) ||
@@ -604,6 +608,8 @@ FailureOr<runtime::Tensor> CudaExecutor::readArgument(const std::string &name,
     return failure();
   }
   runtime::Tensor t(v->type());
+  if (failed(MGC_CUDA_CHECK(cudaSetDevice(s.options.gpu), diag, nullptr)))
+    return failure();
   if (t.nbytes() &&
       (failed(MGC_CUDA_CHECK(
            cudaMemcpyAsync(t.data(), s.tensorOf(v, s.lastSet).data, t.nbytes(),
@@ -614,10 +620,45 @@ FailureOr<runtime::Tensor> CudaExecutor::readArgument(const std::string &name,
   return t;
 }
 
+namespace {
+
+// Waits for everything on `stream`; with a timeout, polls so as to give up
+// when it passes (the stream may wait for a peer that never calls).
+LogicalResult waitForStep(cudaStream_t stream, double timeoutSeconds,
+                          DiagnosticEngine &diag) {
+  if (!(timeoutSeconds > 0))
+    return MGC_CUDA_CHECK(cudaStreamSynchronize(stream), diag, nullptr);
+  using Clock = std::chrono::steady_clock;
+  auto deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double>(timeoutSeconds));
+  int sleepUs = 0;
+  while (true) {
+    cudaError_t status = cudaStreamQuery(stream);
+    if (status != cudaErrorNotReady)
+      return MGC_CUDA_CHECK(status, diag, nullptr);
+    if (Clock::now() > deadline) {
+      char seconds[32];
+      std::snprintf(seconds, sizeof seconds, "%g", timeoutSeconds);
+      diag.error(std::string("the step did not finish within ") + seconds +
+                 " s (--comm-timeout): a collective or send/recv is waiting "
+                 "for a peer that never called it");
+      return failure();
+    }
+    // Poll often at first, then back off to a millisecond.
+    sleepUs = std::min(1000, std::max(10, sleepUs * 2));
+    std::this_thread::sleep_for(std::chrono::microseconds(sleepUs));
+  }
+}
+
+} // namespace
+
 FailureOr<RunResult> CudaExecutor::run(const NamedTensors &arguments,
                                        DiagnosticEngine &diag,
                                        const RunControl &control) {
   State &s = *s_;
+  if (failed(MGC_CUDA_CHECK(cudaSetDevice(s.options.gpu), diag, nullptr)))
+    return failure();
   // Check and bind the arguments (the CPU executor's messages).
   unsigned before = diag.errorCount();
   std::vector<const runtime::Tensor *> bound(s.arguments.size(), nullptr);
@@ -734,7 +775,7 @@ FailureOr<RunResult> CudaExecutor::run(const NamedTensors &arguments,
           MGC_CUDA_CHECK(cudaMemcpyAsync(&error, s.errorRecord(), sizeof(error),
                                          cudaMemcpyDeviceToHost, s.stream),
                          diag, nullptr)) ||
-      failed(MGC_CUDA_CHECK(cudaStreamSynchronize(s.stream), diag, nullptr)))
+      failed(waitForStep(s.stream, s.options.stepTimeoutSeconds, diag)))
     return failure();
   s.readTimes();
   if (error.owner != 0) {

@@ -67,6 +67,13 @@ struct CudaOptions {
   // With a communicator: record timing events around every launch, on the
   // stream it runs on (lastTrace()).
   bool trace = false;
+  // The GPU (an ordinal) the executor allocates on and runs on; every call
+  // makes it the calling thread's current device.
+  int gpu = 0;
+  // With a communicator whose peers may never call (NCCL: a dead process),
+  // seconds a step may take before run() gives up on it and fails, naming
+  // the timeout; 0 waits for ever.
+  double stepTimeoutSeconds = 0;
 };
 
 // The compute stream's time in the last step, from CUDA events: the whole

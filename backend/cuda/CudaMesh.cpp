@@ -4,6 +4,8 @@
 #include "backend/cuda/CudaMesh.h"
 
 #include "backend/cuda/CudaLocalMesh.h"
+#include "backend/cuda/NcclMesh.h"
+#include "backend/cuda/StreamMover.h"
 
 #include <chrono>
 #include <mutex>
@@ -46,19 +48,31 @@ CudaMesh::create(const ir::Mesh &mesh, std::vector<const Executable *> programs,
   impl->mesh = mesh;
   impl->tracing = options.trace;
   std::string why;
-  if (options.communicators)
+  if (options.communicators) {
     impl->comms = options.communicators(mesh, why);
-  else
-    impl->comms = CudaLocalMesh::create(mesh, why);
+  } else if (options.gpuPerDevice) {
+    NcclMeshOptions nccl;
+    nccl.firstGpu = options.firstGpu;
+    impl->comms = NcclMesh::create(mesh, nccl, why);
+  } else {
+    // The local mesh's events belong to the GPU current when it is made.
+    cudaError_t status = cudaSetDevice(options.firstGpu);
+    if (status != cudaSuccess)
+      why = cudaFailure("cudaSetDevice", status);
+    else
+      impl->comms = CudaLocalMesh::create(mesh, why);
+  }
   if (!impl->comms) {
     diag.error("the communicators of mesh " + mesh.str() +
                " cannot be made: " + why);
     return nullptr;
   }
+  int k = 0;
   for (int64_t d : impl->comms->localDevices()) {
     CudaOptions device = options.device;
     device.comm = &impl->comms->endpoint(d);
     device.trace = options.trace;
+    device.gpu = options.firstGpu + (options.gpuPerDevice ? k++ : 0);
     auto executor = CudaExecutor::create(*programs[d], device, diag);
     if (!executor) {
       diag.error(devicePrefix(d) + "its program cannot run on CUDA");

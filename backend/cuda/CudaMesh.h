@@ -4,9 +4,10 @@
 // thread per device that enqueues its step (a collective's rendezvous
 // blocks that thread until the group has called, never the GPU). The
 // communicators are stream communicators from a factory; by default every
-// device of the mesh is simulated on the one GPU of this process
-// (CudaLocalMesh). Each step copies every device's arguments in and its
-// results out.
+// device of the mesh is simulated on one GPU of this process
+// (CudaLocalMesh), or, with a GPU per device, each runs on its own GPU and
+// they talk over NCCL (NcclMesh). Each step copies every device's
+// arguments in and its results out.
 #pragma once
 
 #include "backend/Communicator.h"
@@ -22,7 +23,12 @@ namespace mgc::backend::cuda {
 struct CudaMeshOptions {
   // Per-device executor options (comm is set per device; graph is refused).
   CudaOptions device;
-  // Stream communicators; empty: every device simulated on this GPU.
+  // Where this process's devices run: every one simulated on GPU
+  // `firstGpu`, or, with gpuPerDevice, its k-th device on GPU firstGpu + k.
+  bool gpuPerDevice = false;
+  int firstGpu = 0;
+  // Stream communicators; empty: CudaLocalMesh for simulated devices,
+  // NcclMesh (this process running every device) for a GPU per device.
   CommunicatorFactory communicators;
   // Record a timeline of every launch on its stream, from CUDA events.
   bool trace = false;

@@ -134,10 +134,15 @@ struct SessionOptions {
   // Where the step and forward programs run: "cpu"; "cuda", one CUDA device
   // (an error where there is none, or in a build without CUDA); "auto", CUDA
   // when a device is present, else the CPU. With "cuda" a mesh or
-  // accumulation runs with every device simulated on the one GPU (in one
-  // process); "auto" keeps them on the CPU. Parameters and checkpoints are
-  // host tensors either way.
+  // accumulation in one process runs with every device simulated on one
+  // GPU (or on a GPU each, gpuPerDevice); over several processes each
+  // device runs on a GPU of its own and they talk over NCCL. "auto" keeps
+  // meshes on the CPU. Parameters and checkpoints are host tensors either
+  // way.
   std::string backend = "cpu";
+  // With "cuda" and a mesh in one process: run each device on a GPU of its
+  // own, over NCCL, instead of simulating them all on one GPU.
+  bool gpuPerDevice = false;
   // With the CUDA backend: capture the step as a CUDA Graph on the first
   // step and replay it after.
   bool cudaGraph = false;

@@ -1,10 +1,16 @@
 // The devices a session's mesh runs on: simulated CPU devices, or, on the
-// CUDA backend, CUDA devices (in one process, every device of the mesh
-// simulated on its GPU).
+// CUDA backend, CUDA devices: in one process every device of the mesh
+// simulated on its GPU, or one GPU per device (gpuPerDevice); over several
+// processes one GPU per device, over NCCL.
 #include "runtime/session/SessionImpl.h"
+
+#include "backend/Launch.h"
 
 #if MGC_HAVE_CUDA
 #include "backend/cuda/CudaMesh.h"
+#include "backend/cuda/NcclMesh.h"
+
+#include <cuda_runtime_api.h>
 #endif
 
 namespace mgc::session {
@@ -18,26 +24,54 @@ FailureOr<MeshDevices> meshDevices(const SessionOptions &options, bool onCuda,
     return cpuMeshDevices(cpu);
   }
 #if MGC_HAVE_CUDA
-  if (processes && processes->size() > 1) {
-    diag.error("a mesh on the CUDA backend runs in one process for now (its "
-               "devices simulated on one GPU); across processes it needs "
-               "the NCCL communicator, which this build does not have yet: "
-               "run one process, or use --backend cpu");
-    return failure();
-  }
+  bool severalProcesses = processes && processes->size() > 1;
   MeshDevices devices;
   devices.trace = options.trace;
   backend::cuda::CudaMeshOptions cuda;
   cuda.device.graph = options.cudaGraph;
+  cuda.device.stepTimeoutSeconds = options.commTimeout;
   cuda.trace = options.trace;
+  cuda.gpuPerDevice = options.gpuPerDevice || severalProcesses;
+  // Over several processes each one's devices take its block of the
+  // node's GPUs, and NCCL's unique id is handed out over the processes.
+  int localRank = 0;
+  if (severalProcesses) {
+    std::string error;
+    if (std::optional<backend::LaunchInfo> launch =
+            backend::detectLaunch(error))
+      localRank = launch->localRank;
+  }
+  auto firstGpu = [localRank](const ir::Mesh &mesh, int processCount) {
+    int perProcess = static_cast<int>(mesh.numDevices() / processCount);
+    int gpus = 0;
+    if (cudaGetDeviceCount(&gpus) != cudaSuccess)
+      gpus = 0;
+    return backend::cuda::firstGpuOfRank(localRank, perProcess, gpus);
+  };
+  if (severalProcesses)
+    devices.acrossProcesses = [firstGpu](backend::ProcessGroup &group) {
+      return backend::CommunicatorFactory(
+          [&group, firstGpu](const ir::Mesh &mesh, std::string &error)
+              -> std::unique_ptr<backend::CommunicatorSet> {
+            backend::cuda::NcclMeshOptions nccl;
+            nccl.processes = &group;
+            nccl.firstGpu = firstGpu(mesh, group.size());
+            return backend::cuda::NcclMesh::create(mesh, nccl, error);
+          });
+    };
   devices.make =
-      [cuda](const ir::Mesh &mesh,
-             std::vector<const backend::Executable *> programs,
-             const backend::CommunicatorFactory &communicators,
-             DiagnosticEngine &diag) -> std::unique_ptr<backend::DeviceMesh> {
+      [cuda, processes, firstGpu](
+          const ir::Mesh &mesh,
+          std::vector<const backend::Executable *> programs,
+          const backend::CommunicatorFactory &communicators,
+          DiagnosticEngine &diag) -> std::unique_ptr<backend::DeviceMesh> {
     backend::cuda::CudaMeshOptions o = cuda;
-    if (communicators)
+    if (communicators) {
+      // The processes' NCCL communicators: the executors run on the GPUs
+      // those were made on.
       o.communicators = communicators;
+      o.firstGpu = firstGpu(mesh, processes ? processes->size() : 1);
+    }
     return backend::cuda::CudaMesh::create(mesh, std::move(programs), o, diag);
   };
   return devices;

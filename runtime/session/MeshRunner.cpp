@@ -58,7 +58,9 @@ std::unique_ptr<MeshRunner> MeshRunner::create(MeshStep step,
   r->devices_ = devices;
   r->processes_ = processes;
   if (processes && processes->size() > 1)
-    r->communicators_ = processes->communicators();
+    r->communicators_ = devices.acrossProcesses
+                            ? devices.acrossProcesses(*processes)
+                            : processes->communicators();
   r->executor_ =
       devices.make(s.mesh, s.step.perDevice(), r->communicators_, diag);
   if (!r->executor_)

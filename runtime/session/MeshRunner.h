@@ -39,6 +39,10 @@ struct MeshDevices {
       const backend::CommunicatorFactory &communicators,
       DiagnosticEngine &diag)>
       make;
+  // The communicators of a mesh shared among the job's processes; empty:
+  // the process group's own (host memory, ProcessGroup::communicators).
+  std::function<backend::CommunicatorFactory(backend::ProcessGroup &)>
+      acrossProcesses;
 };
 
 // Simulated CPU devices with `options` (their communicators replaced by the

@@ -228,6 +228,13 @@ FailureOr<backend::cpu::NamedTensors> gatherArguments(const ir::Module &program,
 FailureOr<bool> chooseCuda(const SessionOptions &options,
                            DiagnosticEngine &diag) {
   const std::string &backend = options.backend;
+  bool onMesh = !options.mesh.empty() || options.accumulate != 1;
+  if (options.gpuPerDevice && (backend != "cuda" || !onMesh)) {
+    diag.error("a GPU per device (--gpu-per-device) is for a mesh on the "
+               "CUDA backend: give --backend cuda and a mesh (--mesh, "
+               "--devices)");
+    return failure();
+  }
   if (backend.empty() || backend == "cpu")
     return false;
   if (backend != "cuda" && backend != "auto") {
@@ -235,7 +242,6 @@ FailureOr<bool> chooseCuda(const SessionOptions &options,
     return failure();
   }
   // A mesh runs on CUDA when asked for: "auto" keeps it on the CPU.
-  bool onMesh = !options.mesh.empty() || options.accumulate != 1;
 #if MGC_HAVE_CUDA
   std::optional<std::string> why = backend::cuda::cudaUnavailableReason();
   if (why)

@@ -1,7 +1,9 @@
-// Meshes on one GPU. The one-GPU communicator against the in-process one,
+// Meshes on GPUs. The one-GPU communicator and the NCCL one (with one
+// rank; across GPUs where there are several) against the in-process one,
 // byte for byte, for every kind of call, dtype and several meshes; and
-// training on a mesh simulated on the GPU against the same mesh on the
-// CPU. Every test skips cleanly where no CUDA device can be used.
+// training on a mesh simulated on the GPU (or on a GPU per device) against
+// the same mesh on the CPU. Every test skips cleanly where no CUDA device
+// can be used.
 #include "CudaTestSupport.h"
 #include "MeshTestSupport.h"
 
@@ -10,7 +12,9 @@
 #include "support/Random.h"
 
 #if MGC_HAVE_CUDA
+#include "backend/cuda/CudaDevice.h"
 #include "backend/cuda/CudaLocalMesh.h"
+#include "backend/cuda/NcclMesh.h"
 
 #include <cuda_runtime_api.h>
 #endif
@@ -38,13 +42,35 @@ using Call =
     std::function<LogicalResult(int64_t device, Communicator &, const void *in,
                                 void *out, std::string &error)>;
 
+// The stream communicators under test: the one-GPU one (every device on
+// GPU 0), or NCCL's (device d on GPU d).
+struct GpuComms {
+  std::function<std::unique_ptr<CommunicatorSet>(const ir::Mesh &,
+                                                 std::string &)>
+      make = [](const ir::Mesh &mesh, std::string &why) {
+        return std::unique_ptr<CommunicatorSet>(
+            cuda::CudaLocalMesh::create(mesh, why));
+      };
+  bool gpuPerDevice = false;
+};
+
+GpuComms ncclComms() {
+  GpuComms c;
+  c.make = [](const ir::Mesh &mesh, std::string &why) {
+    return std::unique_ptr<CommunicatorSet>(
+        cuda::NcclMesh::create(mesh, {}, why));
+  };
+  c.gpuPerDevice = true;
+  return c;
+}
+
 // Runs `call` on every device of `meshText`, on the CPU communicator and on
-// the one-GPU one, `rounds` times in a row (each round's result is the next
-// one's input when `chain`), and checks that the results are the same
-// bytes. inBytes/outBytes: per device.
+// the GPU's, `rounds` times in a row (each round's result is the next
+// one's input), and checks that the results are the same bytes.
+// inputs/outBytes: per device.
 void sameOnBoth(const char *meshText, const std::vector<Bytes> &inputs,
                 const std::vector<size_t> &outBytes, const Call &call,
-                int rounds = 1) {
+                int rounds = 1, const GpuComms &comms = {}) {
   ir::Mesh mesh = meshOf(meshText);
   int64_t n = mesh.numDevices();
   // CPU.
@@ -70,14 +96,19 @@ void sameOnBoth(const char *meshText, const std::vector<Bytes> &inputs,
         std::memcpy(hostIn[d].data(), want[d].data(),
                     std::min(hostIn[d].size(), want[d].size()));
   }
-  // One GPU.
+  // The GPU (or GPUs).
   std::string why;
-  auto gpu = cuda::CudaLocalMesh::create(mesh, why);
+  auto gpu = comms.make(mesh, why);
   INFO(why);
   REQUIRE(gpu);
+  auto onGpuOf = [&](int64_t d) {
+    REQUIRE(cudaSetDevice(comms.gpuPerDevice ? static_cast<int>(d) : 0) ==
+            cudaSuccess);
+  };
   std::vector<void *> in(n), out(n);
   std::vector<cudaStream_t> streams(n);
   for (int64_t d = 0; d < n; ++d) {
+    onGpuOf(d);
     REQUIRE(cudaMalloc(&in[d], std::max<size_t>(1, inputs[d].size())) ==
             cudaSuccess);
     REQUIRE(cudaMalloc(&out[d], std::max<size_t>(1, outBytes[d])) ==
@@ -92,7 +123,9 @@ void sameOnBoth(const char *meshText, const std::vector<Bytes> &inputs,
     std::vector<std::string> errors(n);
     std::vector<bool> ok(n);
     onDeviceThreads(n, [&](int64_t d) {
-      ok[d] = call(d, gpu->endpoint(d), in[d], out[d], errors[d]).succeeded();
+      ok[d] = cudaSetDevice(comms.gpuPerDevice ? static_cast<int>(d) : 0) ==
+                  cudaSuccess &&
+              call(d, gpu->endpoint(d), in[d], out[d], errors[d]).succeeded();
       if (ok[d] && r + 1 < rounds)
         ok[d] = cudaMemcpyAsync(
                     in[d], out[d], std::min(inputs[d].size(), outBytes[d]),
@@ -104,6 +137,7 @@ void sameOnBoth(const char *meshText, const std::vector<Bytes> &inputs,
     }
   }
   for (int64_t d = 0; d < n; ++d) {
+    onGpuOf(d);
     REQUIRE(cudaStreamSynchronize(streams[d]) == cudaSuccess);
     Bytes got(outBytes[d]);
     REQUIRE(cudaMemcpy(got.data(), out[d], got.size(),
@@ -237,24 +271,145 @@ TEST_CASE("cuda: the one-GPU communicator's gathers, scatters and "
       });
 }
 
+// Device 0 sends `count` f32 to device 1 and receives as many back;
+// device 1 receives first (under NCCL a send waits for its recv).
+Call pingPong(int64_t count) {
+  return [count](int64_t d, Communicator &c, const void *i, void *o,
+                 std::string &e) -> LogicalResult {
+    int64_t peer = 1 - d;
+    if (d == 0)
+      return succeeded(c.send(peer, i, count, ir::DType::F32, e)) &&
+                     succeeded(c.recv(peer, o, count, ir::DType::F32, e))
+                 ? success()
+                 : failure();
+    return succeeded(c.recv(peer, o, count, ir::DType::F32, e)) &&
+                   succeeded(c.send(peer, i, count, ir::DType::F32, e))
+               ? success()
+               : failure();
+  };
+}
+
 TEST_CASE("cuda: the one-GPU communicator's send and recv") {
   if (skipWithoutCuda())
     return;
   std::vector<Bytes> in = {values(ir::DType::F32, 0, 9, 5),
                            values(ir::DType::F32, 1, 9, 5)};
+  sameOnBoth("dp=2", in, {9 * 4, 9 * 4}, pingPong(9));
+}
+
+// The GPUs this process sees (0 where CUDA cannot be used).
+int gpuCount() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
+
+// Every collective once on `meshText` (one axis, "tp"), through NCCL,
+// against the CPU: the sums' bits are the CPU's (the plan of
+// backend/PeerPlan.h), whatever NCCL's own algorithms would do.
+void ncclMatchesCpu(const char *meshText) {
+  ir::Mesh mesh = meshOf(meshText);
+  int64_t n = mesh.numDevices();
+  for (ir::DType dtype : kAllTypes)
+    for (bool max : {false, true}) {
+      INFO(meshText << " " << ir::dtypeName(dtype).str()
+                    << (max ? " max" : ""));
+      int64_t count = 1001;
+      std::vector<Bytes> in;
+      for (int64_t d = 0; d < n; ++d)
+        in.push_back(values(dtype, d, count, 13, max));
+      sameOnBoth(
+          meshText, in, std::vector<size_t>(n, in[0].size()),
+          [&](int64_t, Communicator &c, const void *i, void *o,
+              std::string &e) {
+            return max ? c.allReduceMax("tp", i, o, count, dtype, e)
+                       : c.allReduce("tp", i, o, count, dtype, e);
+          },
+          2, ncclComms());
+    }
+  std::vector<int64_t> counts;
+  int64_t all = 0;
+  for (int64_t d = 0; d < n; ++d) {
+    counts.push_back(d % 2 ? 0 : 2 * d + 3); // some parts empty
+    all += counts.back();
+  }
+  std::vector<Bytes> part, whole;
+  std::vector<size_t> scattered, received;
+  for (int64_t d = 0; d < n; ++d) {
+    part.push_back(values(ir::DType::F32, d, counts[d], 3));
+    whole.push_back(values(ir::DType::F32, d, all, 4));
+    scattered.push_back(counts[d] * 4);
+    received.push_back(n * counts[d] * 4);
+  }
   sameOnBoth(
-      "dp=2", in, {9 * 4, 9 * 4},
+      meshText, part, std::vector<size_t>(n, all * 4),
+      [&](int64_t, Communicator &c, const void *i, void *o, std::string &e) {
+        return c.allGather("tp", i, o, counts, ir::DType::F32, e);
+      },
+      1, ncclComms());
+  sameOnBoth(
+      meshText, whole, scattered,
+      [&](int64_t, Communicator &c, const void *i, void *o, std::string &e) {
+        return c.reduceScatter("tp", i, o, counts, ir::DType::F32, e);
+      },
+      1, ncclComms());
+  sameOnBoth(
+      meshText, whole, received,
       [&](int64_t d, Communicator &c, const void *i, void *o, std::string &e) {
-        if (d == 0)
-          return c.send(1, i, 9, ir::DType::F32, e).succeeded() &&
-                         c.recv(1, o, 9, ir::DType::F32, e).succeeded()
-                     ? success()
-                     : failure();
-        return c.recv(0, o, 9, ir::DType::F32, e).succeeded() &&
-                       c.send(0, i, 9, ir::DType::F32, e).succeeded()
-                   ? success()
-                   : failure();
-      });
+        std::vector<int64_t> recv(n, counts[d]);
+        return c.allToAll("tp", i, counts, o, recv, ir::DType::F32, e);
+      },
+      1, ncclComms());
+}
+
+TEST_CASE("cuda: each process's devices take its block of the node's "
+          "GPUs") {
+  // One GPU per process: GPU = local rank.
+  CHECK(cuda::firstGpuOfRank(0, 1, 8) == 0);
+  CHECK(cuda::firstGpuOfRank(5, 1, 8) == 5);
+  // Two devices per process: ranks 0..3 take 0-1, 2-3, 4-5, 6-7.
+  CHECK(cuda::firstGpuOfRank(3, 2, 8) == 6);
+  // A process that sees only its own GPUs (CUDA_VISIBLE_DEVICES per rank).
+  CHECK(cuda::firstGpuOfRank(3, 1, 1) == 0);
+  CHECK(cuda::firstGpuOfRank(2, 2, 2) == 0);
+  // Too few GPUs otherwise: the block past the end, which NcclMesh refuses
+  // naming the GPUs.
+  CHECK(cuda::firstGpuOfRank(3, 2, 4) == 6);
+}
+
+TEST_CASE("cuda: the NCCL communicator without a GPU is a clear error") {
+  if (cuda::cudaAvailable())
+    return; // the tests below run it
+  std::string why;
+  auto set = cuda::NcclMesh::create(meshOf("dp=2"), {}, why);
+  CHECK(!set);
+  INFO(why);
+  // Either NCCL cannot be loaded or no GPU can be counted: said in words.
+  CHECK((why.find("NCCL") != std::string::npos ||
+         why.find("cudaGetDeviceCount") != std::string::npos));
+}
+
+TEST_CASE("cuda: the NCCL communicator with one rank") {
+  if (skipWithoutCuda())
+    return;
+  ncclMatchesCpu("tp=1");
+}
+
+TEST_CASE("cuda: the NCCL communicator across the GPUs gives the CPU's "
+          "bits") {
+  if (skipWithoutCuda())
+    return;
+  int gpus = gpuCount();
+  if (gpus < 2) {
+    MESSAGE("skipped: NCCL across GPUs needs two or more, this process sees "
+            << gpus);
+    return;
+  }
+  for (const char *mesh : {"tp=2", "tp=3", "tp=4"})
+    if (meshOf(mesh).numDevices() <= gpus)
+      ncclMatchesCpu(mesh);
+  std::vector<Bytes> in = {values(ir::DType::F32, 0, 9, 5),
+                           values(ir::DType::F32, 1, 9, 5)};
+  sameOnBoth("dp=2", in, {9 * 4, 9 * 4}, pingPong(9), 1, ncclComms());
 }
 
 // Three steps of the MLP on `mesh`, on the CPU and on the GPU: the losses
@@ -307,6 +462,11 @@ TEST_CASE("cuda: the MLP on meshes simulated on one GPU trains as on the "
     for (size_t i = 0; i < cpu.size(); ++i)
       CHECK(std::fabs(gpu[i] - cpu[i]) <=
             1e-5 * std::max(1.0, std::fabs(cpu[i])));
+    // A GPU per device, over NCCL, gives the bits of the simulated mesh.
+    if (meshOf(c.mesh).numDevices() <= gpuCount() && gpuCount() >= 2) {
+      options.gpuPerDevice = true;
+      CHECK(mlpLosses("cuda", options) == gpu);
+    }
   }
 }
 

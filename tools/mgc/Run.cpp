@@ -141,7 +141,8 @@ const CommandSpec &runSpec() {
               "[--dp-weights W,...] [--bucket-mib MIB]\n"
               "       [--accumulate K] [--trace FILE] [--check-single] "
               "[--comm-timeout S]\n"
-              "       [--backend cpu|cuda|auto] [--cuda-graph]";
+              "       [--backend cpu|cuda|auto] [--cuda-graph] "
+              "[--gpu-per-device]";
     s.summary = "Train a model on the CPU and report the loss.";
     s.positionalName = "a model file (MODEL.mg or MODEL.mgx)";
     s.minPositionals = s.maxPositionals = 1;
@@ -191,15 +192,20 @@ const CommandSpec &runSpec() {
              {"--threads", "N", "CPU worker threads (default: one per core)"},
              {"--backend",
               "NAME",
-              "cpu (default), cuda (one CUDA device; a mesh's devices "
-              "simulated on it) or auto (CUDA when a device is present, "
-              "else the CPU; meshes on the CPU)",
+              "cpu (default), cuda (CUDA devices: in one process a "
+              "mesh's devices simulated on one GPU, over several "
+              "processes a GPU per device, over NCCL) or auto (CUDA when "
+              "a device is present, else the CPU; meshes on the CPU)",
               false,
               {"cpu", "cuda", "auto"}},
              {"--cuda-graph", "",
               "with the CUDA backend: capture the step as a CUDA Graph and "
               "replay it, each next batch copied in on a side stream while "
               "a step runs"},
+             {"--gpu-per-device", "",
+              "with the CUDA backend and a mesh in one process: run each "
+              "device on a GPU of its own, over NCCL, instead of "
+              "simulating them all on one GPU"},
              {"--precision",
               "P",
               "fp32, or bf16: bf16 matmuls and activations, f32 weights, "
@@ -310,6 +316,7 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
   options.threads = static_cast<int>(threads);
   options.backend = args->get("--backend", "cpu");
   options.cudaGraph = args->has("--cuda-graph");
+  options.gpuPerDevice = args->has("--gpu-per-device");
   options.precision = args->get("--precision");
   if (args->has("--seed") && !parseInt(args->get("--seed"), 0, seed))
     return usageError("--seed expects an integer >= 0, got '" +
