@@ -186,9 +186,11 @@ FailureOr<DevicePrograms> partitionModule(const ir::Module &sharded,
   std::optional<ir::Mesh> mesh = moduleMesh(sharded, "partition", diag);
   if (!mesh)
     return failure();
+  // The shard pass places values on every axis but those of size 1
+  // (placementMesh): a value lacking one of those is whole on it.
   auto unplaced = [&](const Value *v) {
     for (const ir::MeshAxis &axis : mesh->axes())
-      if (!v->sharding().find(axis.name))
+      if (axis.size > 1 && !v->sharding().find(axis.name))
         return true;
     return false;
   };

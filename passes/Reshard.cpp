@@ -10,10 +10,14 @@ using ir::Sharding;
 double axisReshardBytes(Placement from, Placement to, const ir::MeshAxis &axis,
                         double bytes) {
   double n = static_cast<double>(axis.size);
-  if (from == to || axis.size == 1)
+  if (from == to)
     return 0;
+  // No conversion makes partial sums (on an axis of any size: reshard()
+  // refuses it, so the cost model must too).
   if (to.isPartial())
     return std::numeric_limits<double>::infinity();
+  if (axis.size == 1)
+    return 0;
   // Partial maxima have no scatter: all-reduced, then split locally.
   if (from.isPartialMax())
     return 2 * (n - 1) / n * bytes;
@@ -36,8 +40,8 @@ double reshardBytes(const ir::TensorType &type, const Sharding &from,
   double bytes = localBytes(type, from, mesh);
   double total = 0;
   for (const ir::MeshAxis &axis : mesh.axes())
-    total += axisReshardBytes(from.get(axis.name), to.get(axis.name), axis,
-                              bytes);
+    total +=
+        axisReshardBytes(from.get(axis.name), to.get(axis.name), axis, bytes);
   return total;
 }
 

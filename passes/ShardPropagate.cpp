@@ -442,7 +442,7 @@ class ShardPass : public Pass {
 public:
   llvm::StringRef name() const override { return "shard"; }
   LogicalResult run(ir::Module &module, DiagnosticEngine &diag) override {
-    std::optional<ir::Mesh> mesh = moduleMesh(module, "shard", diag);
+    std::optional<ir::Mesh> mesh = placementMesh(module, "shard", diag);
     if (!mesh)
       return failure();
     return Propagator(module, *mesh, diag).run();

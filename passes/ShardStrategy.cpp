@@ -28,6 +28,19 @@ std::optional<ir::Mesh> moduleMesh(const ir::Module &module,
   return mesh;
 }
 
+std::optional<ir::Mesh> placementMesh(const ir::Module &module,
+                                      llvm::StringRef pass,
+                                      DiagnosticEngine &diag) {
+  std::optional<ir::Mesh> mesh = moduleMesh(module, pass, diag);
+  if (!mesh)
+    return mesh;
+  std::vector<ir::MeshAxis> axes;
+  for (const ir::MeshAxis &axis : mesh->axes())
+    if (axis.size > 1)
+      axes.push_back(axis);
+  return ir::Mesh(std::move(axes));
+}
+
 int64_t zeroSplitDim(const ir::TensorType &type, const Sharding &s,
                      int64_t size) {
   int64_t best = -1;
@@ -49,12 +62,13 @@ LogicalResult placeArgument(Value *arg, const ir::Mesh &mesh,
                             DiagnosticEngine &diag) {
   Sharding hinted = arg->sharding();
   Sharding s;
-  const char *what = arg->kind() == ir::ValueKind::Input ? "input" : "parameter";
+  const char *what =
+      arg->kind() == ir::ValueKind::Input ? "input" : "parameter";
   for (const ir::MeshAxis &axis : mesh.axes()) {
     Placement p = hinted.get(axis.name);
     if (!hinted.find(axis.name) && axis.name == "dp" &&
-        arg->kind() == ir::ValueKind::Input && batch && arg->type().rank() > 0 &&
-        arg->type().shape[0] == *batch)
+        arg->kind() == ir::ValueKind::Input && batch &&
+        arg->type().rank() > 0 && arg->type().shape[0] == *batch)
       p = Placement::split(0);
     if (p.isPartial()) {
       diag.error(arg->loc(), std::string(what) + " '" + arg->name() +
@@ -110,7 +124,7 @@ LogicalResult placeArgument(Value *arg, const ir::Mesh &mesh,
 
 LogicalResult placeArgumentsAndGradients(ir::Module &module,
                                          DiagnosticEngine &diag) {
-  std::optional<ir::Mesh> mesh = moduleMesh(module, "shard-strategy", diag);
+  std::optional<ir::Mesh> mesh = placementMesh(module, "shard-strategy", diag);
   if (!mesh)
     return failure();
   int64_t zero = 0;

@@ -32,6 +32,16 @@ inline constexpr const char *kBucketAttr = "shard.bucket_mib";
 std::optional<ir::Mesh> moduleMesh(const ir::Module &module,
                                    llvm::StringRef pass,
                                    DiagnosticEngine &diag);
+// The mesh the placement passes choose shardings on: the module's without
+// its axes of size 1. Such an axis changes nothing (every value is whole on
+// it, nothing moves along it), so no value is placed on it and its
+// sharding simply lacks the axis (replicated); it adds no coordinate that
+// varies, so the device numbering is the same. Collectives on it that
+// other passes write (the micro-batch sums of accumulation) partition on
+// the whole mesh as groups of one.
+std::optional<ir::Mesh> placementMesh(const ir::Module &module,
+                                      llvm::StringRef pass,
+                                      DiagnosticEngine &diag);
 
 // The dimension ZeRO splits a gradient or optimizer state of `type` along
 // on an axis of `size` devices: the largest dimension (the first of equal

@@ -124,6 +124,26 @@ TEST_CASE("reshard: nothing becomes partial sums") {
   CHECK(c.error.find("partial") != std::string::npos);
 }
 
+TEST_CASE("reshard: the cost model refuses what reshard refuses, on an "
+          "axis of any size") {
+  // On one device every possible change is free, and making partial sums
+  // stays impossible: the shard pass must never plan it (it did, on
+  // dp=1 and tp=1, and partitioning then failed).
+  for (const char *mesh : {"dp=1", "dp=4"}) {
+    INFO(mesh);
+    Mesh m = meshOf(mesh);
+    const MeshAxis &axis = m.axes()[0];
+    for (Placement from : {Placement::replicate(), Placement::split(0)})
+      CHECK(std::isinf(
+          passes::axisReshardBytes(from, Placement::partial(), axis, 100)));
+    if (axis.size == 1)
+      CHECK(passes::axisReshardBytes(Placement::partial(),
+                                     Placement::replicate(), axis, 100) == 0);
+    ReshardCase c(mesh, sh("R"));
+    CHECK(c.to(sh("P")) == Kinds{"<error>"});
+  }
+}
+
 TEST_CASE("reshard: bytes per device") {
   Mesh m = meshOf("dp=4");
   const MeshAxis &axis = m.axes()[0];
@@ -135,8 +155,8 @@ TEST_CASE("reshard: bytes per device") {
                                  axis, 25) == doctest::Approx(75));
   CHECK(passes::axisReshardBytes(Placement::replicate(), Placement::split(0),
                                  axis, 100) == 0);
-  CHECK(std::isinf(passes::axisReshardBytes(
-      Placement::replicate(), Placement::partial(), axis, 100)));
+  CHECK(std::isinf(passes::axisReshardBytes(Placement::replicate(),
+                                            Placement::partial(), axis, 100)));
   TensorType t(DType::F32, {8, 4});
   CHECK(passes::reshardBytes(t, sh("S0"), sh("R"), m) ==
         doctest::Approx(3 * 2 * 4 * 4));
