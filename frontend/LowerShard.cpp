@@ -48,19 +48,6 @@ std::string exprText(const Expr &e) {
   return "?";
 }
 
-int knownAxisIndex(llvm::StringRef axis) {
-  for (size_t i = 0; i < std::size(ir::kKnownMeshAxes); ++i)
-    if (axis == ir::kKnownMeshAxes[i])
-      return int(i);
-  return -1;
-}
-
-std::string knownAxesList() {
-  std::vector<std::string> names(std::begin(ir::kKnownMeshAxes),
-                                 std::end(ir::kKnownMeshAxes));
-  return llvm::join(names, ", ");
-}
-
 const char *kHintForm = "shard(NAME, AXIS=PLACEMENT, ...), as in "
                         "shard(w, tp=S1)";
 
@@ -190,14 +177,13 @@ void Lowerer::lowerShard(const Stmt &s, Frame &frame) {
       name + "'";
   ir::Sharding sharding = target ? target->sharding() : ir::Sharding();
   for (const KeywordArg &kw : call.kwargs) {
-    if (knownAxisIndex(kw.name) < 0) {
-      std::vector<std::string> axes(std::begin(ir::kKnownMeshAxes),
-                                    std::end(ir::kKnownMeshAxes));
-      std::string hint = suggest(kw.name, axes);
-      if (hint.empty() && knownAxisIndex(llvm::StringRef(kw.name).lower()) >= 0)
+    if (ir::knownAxisIndex(kw.name) < 0) {
+      std::string hint = suggest(kw.name, ir::knownAxisNames());
+      if (hint.empty() &&
+          ir::knownAxisIndex(llvm::StringRef(kw.name).lower()) >= 0)
         hint = "; did you mean '" + llvm::StringRef(kw.name).lower() + "'?";
       error(kw.loc, "unknown mesh axis '" + kw.name + "'" + hint +
-                        " (mesh axes: " + knownAxesList() + ")");
+                        " (mesh axes: " + ir::knownAxesList() + ")");
       continue;
     }
     if (!target)
@@ -218,9 +204,9 @@ void Lowerer::lowerShard(const Stmt &s, Frame &frame) {
     return;
   // Axes in mesh nesting order (dp before tp), however the hints list them.
   ir::Sharding ordered;
-  for (const char *axis : ir::kKnownMeshAxes)
-    if (const ir::Placement *p = sharding.find(axis))
-      ordered.set(axis, *p);
+  for (const ir::MeshAxisKind &axis : ir::kMeshAxisKinds)
+    if (const ir::Placement *p = sharding.find(axis.name))
+      ordered.set(axis.name, *p);
   target->setSharding(std::move(ordered));
 }
 

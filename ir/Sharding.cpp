@@ -86,15 +86,29 @@ std::string Sharding::str() const {
   return s + "}";
 }
 
-static bool isKnownAxis(llvm::StringRef name) {
-  return llvm::is_contained(kKnownMeshAxes, name);
+int knownAxisIndex(llvm::StringRef name) {
+  for (size_t i = 0; i < std::size(kMeshAxisKinds); ++i)
+    if (name == kMeshAxisKinds[i].name)
+      return static_cast<int>(i);
+  return -1;
 }
 
-static std::string knownAxesList() {
+std::string knownAxesList() {
   std::string s;
-  for (const char *a : kKnownMeshAxes)
-    s += (s.empty() ? "" : ", ") + std::string(a);
+  for (const MeshAxisKind &k : kMeshAxisKinds)
+    s += (s.empty() ? "" : ", ") + std::string(k.name);
   return s;
+}
+
+std::vector<std::string> knownAxisNames() {
+  std::vector<std::string> names;
+  for (const MeshAxisKind &k : kMeshAxisKinds)
+    names.push_back(k.name);
+  return names;
+}
+
+static bool isKnownAxis(llvm::StringRef name) {
+  return knownAxisIndex(name) >= 0;
 }
 
 std::optional<Mesh> Mesh::parse(llvm::StringRef text, std::string &error) {
@@ -178,14 +192,10 @@ std::optional<Mesh> Mesh::parse(llvm::StringRef text, std::string &error) {
     }
     axes.push_back(std::move(axis));
   }
-  // Keep the nesting order of kKnownMeshAxes whatever the order written.
+  // Keep the nesting order of kMeshAxisKinds whatever the order written.
   std::stable_sort(axes.begin(), axes.end(),
                    [](const MeshAxis &a, const MeshAxis &b) {
-                     auto rank = [](llvm::StringRef n) {
-                       return llvm::find(kKnownMeshAxes, n) -
-                              std::begin(kKnownMeshAxes);
-                     };
-                     return rank(a.name) < rank(b.name);
+                     return knownAxisIndex(a.name) < knownAxisIndex(b.name);
                    });
   return Mesh(std::move(axes));
 }

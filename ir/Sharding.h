@@ -29,7 +29,7 @@ enum class Reduction : uint8_t { Sum, Max };
 
 struct Placement {
   PlacementKind kind = PlacementKind::Replicate;
-  int64_t dim = 0; // Split only: the logical dimension split
+  int64_t dim = 0;                   // Split only: the logical dimension split
   Reduction reduce = Reduction::Sum; // Partial only
 
   static Placement replicate() { return {}; }
@@ -115,9 +115,46 @@ struct MeshAxis {
   std::vector<int64_t> weights;
 };
 
-// Mesh axes the partitioner knows, in the order they nest: data parallel
-// outermost, tensor parallel innermost (a tp group is neighbouring devices).
-inline constexpr const char *kKnownMeshAxes[] = {"dp", "tp"};
+// What a mesh axis is for. Passes ask for the axis of a role
+// (axisNamed(AxisRole::Data)), never test a name.
+enum class AxisRole : uint8_t {
+  Data,   // each device takes a part of every batch
+  Tensor, // weight matrices are split across the devices
+};
+
+struct MeshAxisKind {
+  const char *name;
+  AxisRole role;
+  const char *meaning; // for --help and the docs
+};
+
+// The mesh axes the partitioner knows, in the order they nest: data
+// parallel outermost, tensor parallel innermost (a tp group is
+// neighbouring devices).
+inline constexpr MeshAxisKind kMeshAxisKinds[] = {
+    {"dp", AxisRole::Data,
+     "data parallel: each device takes a part of every batch"},
+    {"tp", AxisRole::Tensor,
+     "tensor parallel: weight matrices are split across the devices"},
+};
+
+// The name of the axis of `role`: "dp" for AxisRole::Data.
+constexpr const char *axisNamed(AxisRole role) {
+  for (const MeshAxisKind &k : kMeshAxisKinds)
+    if (k.role == role)
+      return k.name;
+  return nullptr; // every role has a row
+}
+inline constexpr const char *kDataAxis = axisNamed(AxisRole::Data);
+inline constexpr const char *kTensorAxis = axisNamed(AxisRole::Tensor);
+
+// The index of `name` in kMeshAxisKinds (its nesting rank), or -1 when it
+// is not a known axis.
+int knownAxisIndex(llvm::StringRef name);
+// "dp, tp": the known axes, for messages.
+std::string knownAxesList();
+// The known axes' names, in nesting order.
+std::vector<std::string> knownAxisNames();
 
 // Module attribute that holds the mesh text (Mesh::str) of a module to be
 // partitioned.
@@ -128,7 +165,7 @@ public:
   Mesh() = default;
   explicit Mesh(std::vector<MeshAxis> axes) : axes_(std::move(axes)) {}
 
-  // "dp=2,tp=2" or "dp=2[3,1]"; axes from kKnownMeshAxes, each at most once,
+  // "dp=2,tp=2" or "dp=2[3,1]"; axes from kMeshAxisKinds, each at most once,
   // sizes >= 1, weights (if any) one positive integer per coordinate.
   // On error returns nullopt and sets `error` to a message naming the part
   // that is wrong and what was expected.

@@ -11,7 +11,7 @@ using ir::Value;
 
 namespace {
 
-constexpr const char *kDataAxis = "dp";
+using ir::kDataAxis;
 
 bool onDataAxis(const ir::Op &op) {
   return (op.info().has(ir::kCollective) ||

@@ -143,7 +143,7 @@ private:
 
   bool eligible(const Op &op) const {
     return op.kind() == ir::OpKind::AllReduce && !op.type().isScalar() &&
-           op.attrs().getString("axis") == "dp" &&
+           op.attrs().getString("axis") == ir::kDataAxis &&
            layoutOf(op.operand(0)).has_value();
   }
 

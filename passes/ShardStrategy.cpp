@@ -66,7 +66,7 @@ LogicalResult placeArgument(Value *arg, const ir::Mesh &mesh,
       arg->kind() == ir::ValueKind::Input ? "input" : "parameter";
   for (const ir::MeshAxis &axis : mesh.axes()) {
     Placement p = hinted.get(axis.name);
-    if (!hinted.find(axis.name) && axis.name == "dp" &&
+    if (!hinted.find(axis.name) && axis.name == ir::kDataAxis &&
         arg->kind() == ir::ValueKind::Input && batch &&
         arg->type().rank() > 0 && arg->type().shape[0] == *batch)
       p = Placement::split(0);
@@ -151,7 +151,7 @@ LogicalResult placeArgumentsAndGradients(ir::Module &module,
   if (!ok)
     return failure();
 
-  const ir::MeshAxis *dp = mesh->findAxis("dp");
+  const ir::MeshAxis *dp = mesh->findAxis(ir::kDataAxis);
   for (Value *p : g.params()) {
     const std::string name = gradOutputName(p->name());
     for (ir::Output &o : g.outputs()) {
@@ -160,7 +160,7 @@ LogicalResult placeArgumentsAndGradients(ir::Module &module,
       Sharding s = p->sharding();
       if (dp) {
         int64_t d = zero > 0 ? zeroSplitDim(p->type(), s, dp->size) : -1;
-        s.set("dp", d >= 0 ? Placement::split(d) : Placement::replicate());
+        s.set(ir::kDataAxis, d >= 0 ? Placement::split(d) : Placement::replicate());
       }
       o.value->setSharding(completeSharding(s, *mesh));
     }

@@ -23,7 +23,7 @@ bool samePart(const ir::Sharding &step, const ir::Sharding &micro,
               const ir::Mesh &mesh) {
   for (const ir::MeshAxis &axis : mesh.axes()) {
     ir::Placement a = step.get(axis.name), b = micro.get(axis.name);
-    if (a != b || (axis.name == "dp" && a.isSplit()))
+    if (a != b || (axis.name == ir::kDataAxis && a.isSplit()))
       return false;
   }
   return true;

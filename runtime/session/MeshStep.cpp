@@ -47,7 +47,7 @@ LogicalResult checkMicroBatches(const ir::Module &model, const ir::Mesh &mesh,
   const ir::Value *x = inputs.front();
   int64_t batch = x->type().shape[0];
   ir::Mesh micro = passes::microBatchMesh(mesh, k);
-  const ir::MeshAxis &dp = *micro.findAxis("dp");
+  const ir::MeshAxis &dp = *micro.findAxis(ir::kDataAxis);
   std::vector<int64_t> sizes = ir::splitSizes(batch, dp);
   bool ok = dp.weights.empty()
                 ? batch % dp.size == 0
@@ -74,13 +74,13 @@ fixMicroPrograms(const passes::DevicePrograms &raw, DiagnosticEngine &diag) {
   out.mesh = raw.mesh;
   std::map<std::pair<size_t, int64_t>, size_t> byKey;
   std::vector<std::string> devicesOf;
-  int dpAxis = raw.mesh.axisIndex("dp");
+  int dpAxis = raw.mesh.axisIndex(ir::kDataAxis);
   for (int64_t v = 0; v < raw.mesh.numDevices(); ++v) {
     size_t p = raw.programOf[v];
     bool splits = false;
     for (const auto &op : raw.programs[p]->graph().ops())
       splits |= op->kind() == ir::OpKind::LocalSplit &&
-                op->attrs().getString("axis") == "dp";
+                op->attrs().getString("axis") == ir::kDataAxis;
     int64_t key = splits ? raw.mesh.coords(v)[dpAxis] : -1;
     auto [it, inserted] = byKey.try_emplace({p, key}, out.programs.size());
     if (inserted) {

@@ -5,17 +5,33 @@
 
 namespace mgc::cli {
 
+namespace {
+
+// "dp: data parallel, tp: tensor parallel", from the table of axes.
+std::string axesMeaning() {
+  std::string s;
+  for (const ir::MeshAxisKind &k : ir::kMeshAxisKinds) {
+    llvm::StringRef meaning = llvm::StringRef(k.meaning).split(':').first;
+    s += (s.empty() ? "" : ", ") + std::string(k.name) + ": " + meaning.str();
+  }
+  return s;
+}
+
+} // namespace
+
 std::vector<OptionSpec> meshOptions() {
   return {
       {"--mesh", "AXES",
        "the device mesh: named axes and their sizes, e.g. dp=4 or dp=2,tp=2 "
-       "(dp: data parallel, tp: tensor parallel); mgc run trains on that "
-       "many simulated devices"},
+       "(" +
+           axesMeaning() +
+           "; any may be 1); mgc run trains on that many simulated devices"},
       {"--devices", "N", "N devices, data parallel: the same as --mesh dp=N"},
       {"--dp-weights", "W,...",
        "relative speed of the dp devices: each gets that share of every "
        "batch, e.g. 3,1"},
-      {"--zero", "STAGE",
+      {"--zero",
+       "STAGE",
        "ZeRO on the dp axis: 1 or 2 split the optimizer state and the "
        "update over the dp devices (0: off)",
        false,
@@ -61,7 +77,8 @@ std::optional<MeshChoice> parseMeshChoice(const ParsedArgs &args,
       return usage("--mesh '" + text + "': " + error);
   }
   if (args.has("--dp-weights")) {
-    const ir::MeshAxis *dp = choice.mesh ? choice.mesh->findAxis("dp") : nullptr;
+    const ir::MeshAxis *dp =
+        choice.mesh ? choice.mesh->findAxis(ir::kDataAxis) : nullptr;
     if (!dp)
       return usage("--dp-weights needs a mesh with a dp axis (--mesh or "
                    "--devices)");
@@ -74,7 +91,7 @@ std::optional<MeshChoice> parseMeshChoice(const ParsedArgs &args,
     std::vector<ir::MeshAxis> axes(choice.mesh->axes().begin(),
                                    choice.mesh->axes().end());
     for (ir::MeshAxis &a : axes)
-      if (a.name == "dp") {
+      if (a.name == ir::kDataAxis) {
         a.weights.clear();
         for (llvm::StringRef p : parts) {
           int64_t w = 0;
@@ -90,7 +107,8 @@ std::optional<MeshChoice> parseMeshChoice(const ParsedArgs &args,
   }
   if (args.has("--zero")) {
     choice.zero = std::stoi(args.get("--zero"));
-    if (choice.zero != 0 && (!choice.mesh || !choice.mesh->findAxis("dp")))
+    if (choice.zero != 0 &&
+        (!choice.mesh || !choice.mesh->findAxis(ir::kDataAxis)))
       return usage("--zero " + args.get("--zero") +
                    " needs a mesh with a dp axis (--mesh or --devices)");
   }
