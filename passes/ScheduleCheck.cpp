@@ -128,7 +128,8 @@ namespace {
 // The simulation of every device's two queues.
 class Simulation {
 public:
-  Simulation(const std::vector<PipeProgram> &programs, const WorkCosts &costs)
+  Simulation(const std::vector<PipeProgram> &programs,
+             const std::vector<WorkCosts> &costs)
       : programs_(programs), costs_(costs), devices_(programs.size()) {
     for (size_t d = 0; d < programs.size(); ++d) {
       Device &dev = devices_[d];
@@ -186,7 +187,7 @@ public:
     timing.end.assign(devices_.size(), {});
     for (size_t d = 0; d < devices_.size(); ++d)
       for (size_t i : devices_[d].computes) {
-        double cost = costs_.of(programs_[d][i].slot.work);
+        double cost = costs_[d].of(programs_[d][i].slot.work);
         double end = devices_[d].done[i];
         timing.start[d].push_back(end - cost);
         timing.end[d].push_back(end);
@@ -239,7 +240,7 @@ private:
           break;
         ready = std::max(ready, dev.done[w]);
       }
-      dev.done[i] = ready + costs_.of(op(d, i).slot.work);
+      dev.done[i] = ready + costs_[d].of(op(d, i).slot.work);
       dev.computeFree = dev.done[i];
       ++dev.nextCompute;
       moved = true;
@@ -383,7 +384,7 @@ private:
   }
 
   const std::vector<PipeProgram> &programs_;
-  WorkCosts costs_;
+  std::vector<WorkCosts> costs_; // per device
   std::vector<Device> devices_;
 };
 
@@ -391,6 +392,16 @@ private:
 
 std::string checkPipePrograms(const std::vector<PipeProgram> &programs,
                               const WorkCosts &costs, PipeTiming *timing) {
+  return checkPipePrograms(
+      programs, std::vector<WorkCosts>(programs.size(), costs), timing);
+}
+
+std::string checkPipePrograms(const std::vector<PipeProgram> &programs,
+                              const std::vector<WorkCosts> &perDevice,
+                              PipeTiming *timing) {
+  if (perDevice.size() != programs.size())
+    return "the costs are given for " + std::to_string(perDevice.size()) +
+           " devices, the programs for " + std::to_string(programs.size());
   for (size_t d = 0; d < programs.size(); ++d)
     for (const PipeOp &op : programs[d])
       for (const PipePart &p : op.parts)
@@ -399,7 +410,7 @@ std::string checkPipePrograms(const std::vector<PipeProgram> &programs,
           return "device " + std::to_string(d) + " has a message with device " +
                  std::to_string(p.peer) + " (" + pipeOpText(op) +
                  "), which is not another device of the pipeline";
-  Simulation sim(programs, costs);
+  Simulation sim(programs, perDevice);
   std::string error = sim.run();
   if (error.empty() && timing)
     sim.fill(*timing);

@@ -93,6 +93,11 @@ struct PipeTiming {
 std::string checkPipePrograms(const std::vector<PipeProgram> &programs,
                               const WorkCosts &costs = {},
                               PipeTiming *timing = nullptr);
+// The same with each device's own costs (devices that differ, stages of
+// different sizes): one WorkCosts per device.
+std::string checkPipePrograms(const std::vector<PipeProgram> &programs,
+                              const std::vector<WorkCosts> &perDevice,
+                              PipeTiming *timing);
 
 // The schedule as a grid of time units (each cell one unit of the costs,
 // which must be whole numbers): a row per device, each computation's label

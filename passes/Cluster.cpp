@@ -1,0 +1,164 @@
+#include "passes/Cluster.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <cmath>
+
+namespace mgc::passes {
+
+namespace {
+
+// Cluster files are small: anything larger is not one.
+constexpr uint64_t kMaxClusterBytes = 16 << 20;
+
+std::string numberText(const llvm::json::Value *v) {
+  if (!v)
+    return "nothing";
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << *v;
+  return os.str();
+}
+
+// A positive finite number `key` of `obj`; sets `error` naming `where`.
+bool positive(const llvm::json::Object &obj, llvm::StringRef key,
+              const std::string &where, double &out, std::string &error,
+              bool allowZero = false) {
+  const llvm::json::Value *v = obj.get(key);
+  llvm::Optional<double> x;
+  if (v)
+    x = v->getAsNumber();
+  if (!x || !std::isfinite(*x) || *x < 0 || (*x == 0 && !allowZero)) {
+    error = where + ": '" + key.str() + "' must be a number " +
+            (allowZero ? ">= 0" : "> 0") + ", got " + numberText(v);
+    return false;
+  }
+  out = *x;
+  return true;
+}
+
+bool readLink(const llvm::json::Object &obj, const std::string &where,
+              ClusterLink &link, std::string &error) {
+  double gbps = 0, latencyUs = 0;
+  if (!positive(obj, "gbps", where, gbps, error) ||
+      !positive(obj, "latency_us", where, latencyUs, error, true))
+    return false;
+  link.bytesPerSecond = gbps * 1e9;
+  link.latencySeconds = latencyUs * 1e-6;
+  return true;
+}
+
+} // namespace
+
+std::optional<Cluster>
+Cluster::parse(llvm::StringRef file, llvm::StringRef text, std::string &error) {
+  std::string at = file.str() + ": ";
+  llvm::Expected<llvm::json::Value> json = llvm::json::parse(text);
+  if (!json) {
+    error = at + "not JSON: " + llvm::toString(json.takeError());
+    return std::nullopt;
+  }
+  const llvm::json::Object *root = json->getAsObject();
+  const llvm::json::Array *devices = root ? root->getArray("devices") : nullptr;
+  if (!devices || devices->empty()) {
+    error = at + "expected an object with a non-empty array \"devices\"";
+    return std::nullopt;
+  }
+  Cluster c;
+  size_t n = devices->size();
+  for (size_t i = 0; i < n; ++i) {
+    std::string where = at + "devices[" + std::to_string(i) + "]";
+    const llvm::json::Object *d = (*devices)[i].getAsObject();
+    if (!d) {
+      error = where + ": expected an object";
+      return std::nullopt;
+    }
+    ClusterDevice dev;
+    llvm::Optional<llvm::StringRef> name = d->getString("name");
+    dev.name = name ? name->str() : "device " + std::to_string(i);
+    double tflops = 0, gib = 0, gbs = 0;
+    if (!positive(*d, "tflops", where, tflops, error) ||
+        !positive(*d, "memory_gib", where, gib, error) ||
+        !positive(*d, "bandwidth_gbs", where, gbs, error))
+      return std::nullopt;
+    dev.flopsPerSecond = tflops * 1e12;
+    dev.memoryBytes = gib * 1024.0 * 1024.0 * 1024.0;
+    dev.bytesPerSecond = gbs * 1e9;
+    c.devices_.push_back(std::move(dev));
+  }
+  std::vector<bool> set(n * n, false);
+  c.links_.assign(n * n, {});
+  if (const llvm::json::Array *links = root->getArray("links"))
+    for (size_t i = 0; i < links->size(); ++i) {
+      std::string where = at + "links[" + std::to_string(i) + "]";
+      const llvm::json::Object *l = (*links)[i].getAsObject();
+      llvm::Optional<int64_t> from, to;
+      if (l) {
+        from = l->getInteger("from");
+        to = l->getInteger("to");
+      }
+      if (!from || !to || *from < 0 || *to < 0 ||
+          static_cast<size_t>(*from) >= n || static_cast<size_t>(*to) >= n ||
+          *from == *to) {
+        error = where +
+                ": expected \"from\" and \"to\", two different "
+                "device indices below " +
+                std::to_string(n);
+        return std::nullopt;
+      }
+      ClusterLink link;
+      if (!readLink(*l, where, link, error))
+        return std::nullopt;
+      // Links go both ways unless the other way is listed too.
+      size_t a = static_cast<size_t>(*from), b = static_cast<size_t>(*to);
+      c.links_[a * n + b] = link;
+      set[a * n + b] = true;
+      if (!set[b * n + a])
+        c.links_[b * n + a] = link;
+    }
+  ClusterLink fallback;
+  bool haveDefault = false;
+  if (const llvm::json::Object *d = root->getObject("default_link")) {
+    if (!readLink(*d, at + "default_link", fallback, error))
+      return std::nullopt;
+    haveDefault = true;
+  }
+  for (size_t a = 0; a < n; ++a)
+    for (size_t b = 0; b < n; ++b) {
+      if (a == b || set[a * n + b] || set[b * n + a])
+        continue;
+      if (!haveDefault) {
+        error = at + "no link between devices " + std::to_string(a) + " and " +
+                std::to_string(b) +
+                ": list it in \"links\" or give \"default_link\"";
+        return std::nullopt;
+      }
+      c.links_[a * n + b] = fallback;
+    }
+  return c;
+}
+
+std::optional<Cluster> Cluster::read(llvm::StringRef path, std::string &error) {
+  // Only a regular file of sane size is read (not /dev/zero, not a pipe).
+  llvm::sys::fs::file_status status;
+  if (std::error_code ec = llvm::sys::fs::status(path, status)) {
+    error = path.str() + ": cannot read: " + ec.message();
+    return std::nullopt;
+  }
+  if (!llvm::sys::fs::is_regular_file(status) ||
+      status.getSize() > kMaxClusterBytes) {
+    error = path.str() + ": expected a cluster description, a JSON file of "
+                         "at most 16 MiB";
+    return std::nullopt;
+  }
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+  if (!buffer) {
+    error = path.str() + ": cannot read: " + buffer.getError().message();
+    return std::nullopt;
+  }
+  return parse(path, (*buffer)->getBuffer(), error);
+}
+
+} // namespace mgc::passes

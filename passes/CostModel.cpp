@@ -1,0 +1,102 @@
+#include "passes/CostModel.h"
+
+#include "ir/OpInfo.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringExtras.h"
+
+#include <map>
+
+namespace mgc::passes {
+
+namespace {
+
+double elements(const ir::TensorType &t) {
+  return static_cast<double>(t.size());
+}
+double bytesOf(const ir::TensorType &t) {
+  return elements(t) * static_cast<double>(ir::dtypeBytes(t.dtype));
+}
+
+// The layer a scope names: its first two components when the second is an
+// iteration number ("blocks.3.attn" -> "blocks.3"), else "".
+std::string layerOf(llvm::StringRef scope) {
+  llvm::SmallVector<llvm::StringRef, 4> parts;
+  scope.split(parts, '.');
+  unsigned index = 0;
+  if (parts.size() < 2 || parts[1].getAsInteger(10, index))
+    return "";
+  return (parts[0] + "." + parts[1]).str();
+}
+
+} // namespace
+
+WorkAmount opWork(const ir::Op &op) {
+  WorkAmount w;
+  const ir::TensorType &out = op.result()->type();
+  for (const ir::Value *v : op.operands())
+    w.bytes += bytesOf(v->type());
+  w.bytes += bytesOf(out);
+  switch (op.kind()) {
+  case ir::OpKind::Matmul: {
+    const ir::TensorType &a = op.operand(0)->type();
+    double k = a.rank() > 0 ? static_cast<double>(a.shape.back()) : 1;
+    w.flops = 2 * elements(out) * k;
+    break;
+  }
+  case ir::OpKind::Attention: {
+    // q [..., T, Dh]: T^2 Dh for the scores and as much for the values,
+    // half of each under the causal mask.
+    const ir::TensorType &q = op.operand(0)->type();
+    double t = q.rank() >= 2 ? static_cast<double>(q.shape[q.rank() - 2]) : 1;
+    w.flops = 2 * elements(q) * t;
+    break;
+  }
+  case ir::OpKind::Reshape:
+  case ir::OpKind::Transpose:
+  case ir::OpKind::Broadcast:
+  case ir::OpKind::Embedding:
+    break; // data movement only
+  default:
+    if (ir::opInfo(op.kind()).has(ir::kElementwise))
+      w.flops = elements(out);
+    else // normalisations, softmax, reductions, losses
+      w.flops = 5 * (op.numOperands() ? elements(op.operand(0)->type())
+                                      : elements(out));
+  }
+  return w;
+}
+
+ModelLayers forwardLayers(const ir::Module &forward) {
+  ModelLayers out;
+  out.first.name = "embedding";
+  out.last.name = "head";
+  std::map<std::string, size_t> index;
+  llvm::DenseMap<const ir::Value *, bool> seenParam;
+  bool inLayers = false;
+  for (const auto &op : forward.graph().ops()) {
+    std::string layer = layerOf(op->scope());
+    LayerCost *into;
+    if (!layer.empty()) {
+      auto [it, added] = index.try_emplace(layer, out.layers.size());
+      if (added) {
+        out.layers.emplace_back();
+        out.layers.back().name = layer;
+      }
+      into = &out.layers[it->second];
+      inLayers = true;
+    } else {
+      into = inLayers ? &out.last : &out.first;
+    }
+    into->forward += opWork(*op);
+    into->activationBytes += bytesOf(op->result()->type());
+    for (const ir::Value *v : op->operands())
+      if (v->isPersistent() && !seenParam[v]) {
+        seenParam[v] = true;
+        into->paramBytes += bytesOf(v->type());
+      }
+  }
+  return out;
+}
+
+} // namespace mgc::passes

@@ -1,0 +1,51 @@
+// What a model's work costs, layer by layer: the floating-point operations
+// and memory traffic of each forward op, summed over the layers of the
+// model (the iterations of its repeat blocks, found by the ops' scopes),
+// with what comes before the first layer (the embedding) and after the
+// last (the head and the loss). The stage balancer (passes/StageBalance.h)
+// and the plan's predictions read it; a device turns the amounts into
+// time (roofline: the larger of compute and memory time).
+#pragma once
+
+#include "ir/Graph.h"
+
+#include <string>
+#include <vector>
+
+namespace mgc::passes {
+
+struct WorkAmount {
+  double flops = 0; // floating-point operations
+  double bytes = 0; // bytes read and written
+  WorkAmount &operator+=(const WorkAmount &o) {
+    flops += o.flops;
+    bytes += o.bytes;
+    return *this;
+  }
+};
+
+// The work of one forward op: matmuls 2 M N K, causal attention 2 B T^2 Dh
+// (half of the full score matrix), normalisations and softmax 5 per
+// element, elementwise ops 1 per element, layout ops none; bytes are its
+// operands' and result's.
+WorkAmount opWork(const ir::Op &op);
+
+struct LayerCost {
+  std::string name;           // "blocks.3", "embedding", "head"
+  WorkAmount forward;         // one forward of the module's batch
+  double activationBytes = 0; // results the backward keeps
+  double paramBytes = 0;      // the layer's parameters
+};
+
+struct ModelLayers {
+  LayerCost first, last;         // before the first layer, after the last
+  std::vector<LayerCost> layers; // in order
+};
+
+// The layers of a forward module: an op belongs to the layer its scope
+// names ("blocks.3.attn" is in "blocks.3"); unscoped ops before the first
+// layer's first op are `first`, the others `last`. A parameter belongs to
+// the layer of the first op that reads it.
+ModelLayers forwardLayers(const ir::Module &forward);
+
+} // namespace mgc::passes

@@ -1,0 +1,273 @@
+#include "passes/StageBalance.h"
+
+#include "passes/Schedule.h"
+#include "passes/ScheduleCheck.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <limits>
+
+namespace mgc::passes {
+
+namespace {
+
+double secondsOn(const WorkAmount &w, const ClusterDevice &d) {
+  return std::max(w.flops / d.flopsPerSecond, w.bytes / d.bytesPerSecond);
+}
+
+// "1.50 GiB", "6.00 MiB": the largest unit that keeps a whole part.
+std::string sizeText(double bytes) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (u < 4 && bytes >= 1024) {
+    bytes /= 1024;
+    ++u;
+  }
+  char s[32];
+  std::snprintf(s, sizeof s, "%.2f %s", bytes, units[u]);
+  return s;
+}
+
+// The cost of stage s of `stages` running layers [a, b) on its device.
+struct StageCost {
+  double forward = 0, memory = 0;
+};
+
+class Costing {
+public:
+  Costing(const ModelLayers &m, llvm::ArrayRef<ClusterDevice> devices,
+          int64_t micro)
+      : m_(m), devices_(devices), micro_(static_cast<double>(micro)) {}
+
+  int64_t stages() const { return static_cast<int64_t>(devices_.size()); }
+
+  StageCost of(int64_t s, int64_t a, int64_t b) const {
+    WorkAmount work;
+    double params = 0, activations = 0;
+    auto add = [&](const LayerCost &l) {
+      work += l.forward;
+      params += l.paramBytes;
+      activations += l.activationBytes;
+    };
+    if (s == 0)
+      add(m_.first);
+    for (int64_t i = a; i < b; ++i)
+      add(m_.layers[i]);
+    if (s == stages() - 1)
+      add(m_.last);
+    work.flops /= micro_;
+    work.bytes /= micro_;
+    StageCost c;
+    c.forward = secondsOn(work, devices_[s]);
+    // f32 weights, gradients and two AdamW moments; the activations of the
+    // micro-batches 1F1B keeps in flight on the stage.
+    c.memory =
+        4 * params + activations / micro_ * static_cast<double>(stages() - s);
+    return c;
+  }
+
+private:
+  const ModelLayers &m_;
+  llvm::ArrayRef<ClusterDevice> devices_;
+  double micro_;
+};
+
+} // namespace
+
+std::vector<int64_t> equalSplit(int64_t layers, int64_t stages) {
+  std::vector<int64_t> first;
+  int64_t at = 0;
+  for (int64_t s = 0; s < stages; ++s) {
+    first.push_back(at);
+    at += layers / stages + (s < layers % stages ? 1 : 0);
+  }
+  return first;
+}
+
+FailureOr<StagePlan> planStages(const ModelLayers &model,
+                                llvm::ArrayRef<ClusterDevice> devices,
+                                int64_t micro, std::vector<int64_t> first,
+                                std::string &error) {
+  int64_t n = static_cast<int64_t>(model.layers.size());
+  int64_t stages = static_cast<int64_t>(devices.size());
+  if (micro < 1) {
+    error = "a pipeline needs at least one micro-batch, got " +
+            std::to_string(micro);
+    return failure();
+  }
+  if (stages < 1 || stages > n) {
+    error = std::to_string(stages) + " stages for a model of " +
+            std::to_string(n) + " layers: each stage needs at least one";
+    return failure();
+  }
+  bool ok = static_cast<int64_t>(first.size()) == stages && first[0] == 0;
+  for (int64_t s = 1; ok && s < stages; ++s)
+    ok = first[s] > first[s - 1] && first[s] < n;
+  if (!ok) {
+    error = "a split of " + std::to_string(n) + " layers over " +
+            std::to_string(stages) +
+            " stages gives each stage its first layer, in increasing order "
+            "from 0, each stage at least one";
+    return failure();
+  }
+  Costing cost(model, devices, micro);
+  StagePlan plan;
+  plan.first = std::move(first);
+  for (int64_t s = 0; s < stages; ++s)
+    plan.device.push_back(static_cast<size_t>(s));
+  for (int64_t s = 0; s < stages; ++s) {
+    int64_t end = s + 1 < stages ? plan.first[s + 1] : n;
+    StageCost c = cost.of(s, plan.first[s], end);
+    plan.forwardSeconds.push_back(c.forward);
+    plan.backwardSeconds.push_back(2 * c.forward);
+    plan.memoryBytes.push_back(c.memory);
+    plan.deviceBytes.push_back(devices[s].memoryBytes);
+  }
+  for (int64_t s = 0; s < stages; ++s)
+    if (plan.memoryBytes[s] > plan.deviceBytes[s]) {
+      error = "the plan does not fit: stage " + std::to_string(s) + " (" +
+              devices[s].name + ") needs " + sizeText(plan.memoryBytes[s]) +
+              ", " + sizeText(plan.memoryBytes[s] - plan.deviceBytes[s]) +
+              " more than its " + sizeText(plan.deviceBytes[s]);
+      return failure();
+    }
+  std::string why;
+  FailureOr<Schedule> schedule =
+      makeSchedule(ScheduleKind::OneFOneB, stages, micro, 1, why);
+  std::vector<WorkCosts> costs;
+  for (int64_t s = 0; s < stages; ++s) {
+    WorkCosts c;
+    c.forward = plan.forwardSeconds[s];
+    c.backward = plan.backwardSeconds[s];
+    costs.push_back(c);
+  }
+  PipeTiming timing;
+  if (schedule.failed() ||
+      !(why = checkPipePrograms(lowerSchedule(*schedule), costs, &timing))
+           .empty()) {
+    error = "the 1F1B schedule of the plan: " + why;
+    return failure();
+  }
+  plan.stepSeconds = timing.makespan;
+  return plan;
+}
+
+namespace {
+
+using Score = std::pair<double, double>; // (memory overflow, slowest stage)
+
+// The best split of the layers over `devices` in this order, and its score.
+Score bestSplit(const ModelLayers &model, llvm::ArrayRef<ClusterDevice> devices,
+                int64_t micro, std::vector<int64_t> &first) {
+  int64_t n = static_cast<int64_t>(model.layers.size());
+  int64_t stages = static_cast<int64_t>(devices.size());
+  Costing cost(model, devices, micro);
+  // best[s][i]: the first s stages running layers [0, i), as (the largest
+  // memory overflow, the slowest stage's forward and backward), compared
+  // in that order; from[s][i] the first layer of the s-th stage.
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<std::vector<Score>> best(
+      stages + 1, std::vector<Score>(n + 1, Score{inf, inf}));
+  std::vector<std::vector<int64_t>> from(stages + 1,
+                                         std::vector<int64_t>(n + 1, -1));
+  best[0][0] = {0, 0};
+  for (int64_t s = 1; s <= stages; ++s)
+    for (int64_t i = s; i <= n - (stages - s); ++i)
+      for (int64_t j = s - 1; j < i; ++j) {
+        if (best[s - 1][j].first == inf)
+          continue;
+        StageCost c = cost.of(s - 1, j, i);
+        double overflow = std::max(0.0, c.memory - devices[s - 1].memoryBytes);
+        Score score{std::max(best[s - 1][j].first, overflow),
+                    std::max(best[s - 1][j].second, 3 * c.forward)};
+        if (score < best[s][i]) {
+          best[s][i] = score;
+          from[s][i] = j;
+        }
+      }
+  first.assign(stages, 0);
+  for (int64_t s = stages, i = n; s >= 1; --s) {
+    first[s - 1] = from[s][i];
+    i = from[s][i];
+  }
+  return best[stages][n];
+}
+
+bool sameKind(const ClusterDevice &a, const ClusterDevice &b) {
+  return a.flopsPerSecond == b.flopsPerSecond &&
+         a.bytesPerSecond == b.bytesPerSecond && a.memoryBytes == b.memoryBytes;
+}
+
+} // namespace
+
+FailureOr<StagePlan> balanceStages(const ModelLayers &model,
+                                   llvm::ArrayRef<ClusterDevice> devices,
+                                   int64_t micro, std::string &error) {
+  int64_t n = static_cast<int64_t>(model.layers.size());
+  int64_t stages = static_cast<int64_t>(devices.size());
+  if (stages < 1 || stages > n || micro < 1)
+    return planStages(model, devices, micro, equalSplit(n, stages), error);
+  // Devices of one kind are interchangeable: the orders to try are those
+  // of their kinds (the first device of a kind stands for it).
+  std::vector<size_t> kindOf;
+  for (size_t d = 0; d < devices.size(); ++d) {
+    size_t k = d;
+    for (size_t e = 0; e < d; ++e)
+      if (sameKind(devices[e], devices[d])) {
+        k = kindOf[e];
+        break;
+      }
+    kindOf.push_back(k);
+  }
+  std::vector<size_t> kinds = kindOf;
+  std::sort(kinds.begin(), kinds.end());
+  // Beyond this many orders (many devices, all different), only the order
+  // given is balanced.
+  constexpr int64_t kMaxOrders = 50000;
+  Score bestScore{std::numeric_limits<double>::infinity(), 0};
+  std::vector<size_t> bestOrder;
+  std::vector<int64_t> bestFirst;
+  auto tryOrder = [&](const std::vector<size_t> &order) {
+    std::vector<ClusterDevice> inOrder;
+    for (size_t d : order)
+      inOrder.push_back(devices[d]);
+    std::vector<int64_t> first;
+    Score score = bestSplit(model, inOrder, micro, first);
+    if (score < bestScore) {
+      bestScore = score;
+      bestOrder = order;
+      bestFirst = first;
+    }
+  };
+  std::vector<size_t> given(devices.size());
+  for (size_t d = 0; d < given.size(); ++d)
+    given[d] = d;
+  tryOrder(given);
+  int64_t tried = 0;
+  do {
+    if (++tried > kMaxOrders)
+      break;
+    // The devices of each kind in their given order.
+    std::vector<size_t> order, next(devices.size(), 0);
+    for (size_t k : kinds) {
+      size_t d = next[k];
+      while (kindOf[d] != k)
+        ++d;
+      next[k] = d + 1;
+      order.push_back(d);
+    }
+    tryOrder(order);
+  } while (std::next_permutation(kinds.begin(), kinds.end()));
+  std::vector<ClusterDevice> inOrder;
+  for (size_t d : bestOrder)
+    inOrder.push_back(devices[d]);
+  // A split that does not fit is reported by planStages (the one closest
+  // to fitting).
+  FailureOr<StagePlan> plan =
+      planStages(model, inOrder, micro, std::move(bestFirst), error);
+  if (plan.succeeded())
+    plan->device = bestOrder;
+  return plan;
+}
+
+} // namespace mgc::passes

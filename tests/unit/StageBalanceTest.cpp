@@ -1,0 +1,190 @@
+// The planner's view of devices that differ: cluster descriptions (read,
+// and refused with the file and field named), the cost of each layer of a
+// model (its matmul and attention FLOPs), and the stage balancer: the
+// split it picks is the best of all splits (against brute force), it
+// beats equal layer counts on mixed devices, and what cannot fit is named
+// with the device and the amount.
+#include "passes/StageBalance.h"
+#include "frontend/Frontend.h"
+
+#include <doctest/doctest.h>
+
+#include <functional>
+
+using namespace mgc;
+using namespace mgc::passes;
+
+namespace {
+
+ClusterDevice device(const char *name, double tflops, double gib) {
+  ClusterDevice d;
+  d.name = name;
+  d.flopsPerSecond = tflops * 1e12;
+  d.memoryBytes = gib * 1024.0 * 1024.0 * 1024.0;
+  d.bytesPerSecond = 1e15; // compute-bound
+  return d;
+}
+
+// `n` layers of the given forward FLOPs (1 MiB of parameters each).
+ModelLayers layersOf(const std::vector<double> &flops) {
+  ModelLayers m;
+  for (size_t i = 0; i < flops.size(); ++i) {
+    LayerCost l;
+    l.name = "blocks." + std::to_string(i);
+    l.forward.flops = flops[i];
+    l.paramBytes = 1 << 20;
+    l.activationBytes = 1 << 20;
+    m.layers.push_back(l);
+  }
+  return m;
+}
+
+std::string sample(const char *file) {
+  return std::string(MGC_SOURCE_DIR) + "/samples/" + file;
+}
+
+} // namespace
+
+TEST_CASE("cluster: the samples read, and bad files are refused naming the "
+          "field") {
+  std::string error;
+  for (const char *file : {"clusters/uniform8.json", "clusters/mixed8.json"}) {
+    std::optional<Cluster> c = Cluster::read(sample(file), error);
+    INFO(error);
+    REQUIRE(c);
+    CHECK(c->devices().size() == 8);
+  }
+  std::optional<Cluster> mixed =
+      Cluster::read(sample("clusters/mixed8.json"), error);
+  REQUIRE(mixed);
+  CHECK(mixed->devices()[4].name == "slow-0");
+  CHECK(mixed->link(1, 0).bytesPerSecond == doctest::Approx(450e9));
+  CHECK(mixed->link(0, 7).bytesPerSecond == doctest::Approx(32e9));
+
+  CHECK(!Cluster::parse("c.json", "{\"devices\": []}", error));
+  CHECK(error == "c.json: expected an object with a non-empty array "
+                 "\"devices\"");
+  CHECK(!Cluster::parse("c.json",
+                        "{\"devices\": [{\"tflops\": 1, \"memory_gib\": 1, "
+                        "\"bandwidth_gbs\": 1}, {\"tflops\": -1}]}",
+                        error));
+  CHECK(error == "c.json: devices[1]: 'tflops' must be a number > 0, got -1");
+  CHECK(!Cluster::parse("c.json",
+                        "{\"devices\": [{\"tflops\": 1, \"memory_gib\": 1, "
+                        "\"bandwidth_gbs\": 1}, {\"tflops\": 1, "
+                        "\"memory_gib\": 1, \"bandwidth_gbs\": 1}]}",
+                        error));
+  CHECK(error == "c.json: no link between devices 0 and 1: list it in "
+                 "\"links\" or give \"default_link\"");
+  CHECK(!Cluster::parse("c.json", "{\"devices\": [1,", error));
+  CHECK(error.rfind("c.json: not JSON: ", 0) == 0);
+  CHECK(!Cluster::read("/dev/zero", error));
+  CHECK(error == "/dev/zero: expected a cluster description, a JSON file of "
+                 "at most 16 MiB");
+}
+
+TEST_CASE("cost model: a GPT's layers and their FLOPs") {
+  DiagnosticEngine diag;
+  frontend::CompileOptions options;
+  options.defines = {{"V", "64"}, {"T", "16"}, {"D", "32"},
+                     {"H", "2"},  {"L", "3"},  {"B", "4"}};
+  auto m = frontend::compileModelFile(sample("gpt.mg"), options, diag);
+  REQUIRE(m);
+  ModelLayers layers = forwardLayers(*m);
+  REQUIRE(layers.layers.size() == 3);
+  CHECK(layers.layers[2].name == "blocks.2");
+  double b = 4, t = 16, d = 32;
+  // Per block: q, k, v and the projection (4 D^2) and the MLP (8 D^2) per
+  // token, 2 FLOPs each; causal attention 2 T D per token.
+  double matmuls = 2 * b * t * 12 * d * d + 2 * b * t * t * d;
+  for (const LayerCost &l : layers.layers) {
+    INFO(l.name);
+    CHECK(l.forward.flops >= matmuls);
+    CHECK(l.forward.flops < 1.2 * matmuls); // norms, GELU, adds
+    // 12 D^2 weights and 12 D biases and norm parameters (no key bias),
+    // f32.
+    CHECK(l.paramBytes == doctest::Approx(4 * (12 * d * d + 12 * d)));
+  }
+  // The embedding tables come first; the head (tied to the token table)
+  // and the loss last.
+  CHECK(layers.first.paramBytes == doctest::Approx(4 * (64 * d + 16 * d)));
+  CHECK(layers.last.forward.flops >= 2 * b * t * d * 64);
+}
+
+TEST_CASE("stage balance: the best split of all, faster than equal counts "
+          "on devices that differ") {
+  // Six equal layers on a slow and a fast device: the fast one takes
+  // three times as many.
+  ModelLayers m = layersOf({1e12, 1e12, 1e12, 1e12, 1e12, 1e12, 1e12, 1e12});
+  std::vector<ClusterDevice> devices = {device("slow", 100, 80),
+                                        device("fast", 300, 80)};
+  std::string error;
+  FailureOr<StagePlan> balanced = balanceStages(m, devices, 4, error);
+  INFO(error);
+  REQUIRE(balanced.succeeded());
+  CHECK(balanced->first == std::vector<int64_t>{0, 2});
+  FailureOr<StagePlan> equal =
+      planStages(m, devices, 4, equalSplit(8, 2), error);
+  REQUIRE(equal.succeeded());
+  CHECK(balanced->stepSeconds < 0.7 * equal->stepSeconds);
+
+  // Against every split, on uneven layers and three uneven devices.
+  ModelLayers uneven = layersOf({3e12, 1e12, 4e12, 1e12, 5e12, 9e12, 2e12});
+  std::vector<ClusterDevice> three = {
+      device("a", 100, 80), device("b", 250, 80), device("c", 150, 80)};
+  FailureOr<StagePlan> best = balanceStages(uneven, three, 1, error);
+  REQUIRE(best.succeeded());
+  auto slowest = [](const StagePlan &p) {
+    double worst = 0;
+    for (size_t s = 0; s < p.forwardSeconds.size(); ++s)
+      worst = std::max(worst, p.forwardSeconds[s] + p.backwardSeconds[s]);
+    return worst;
+  };
+  for (int64_t i = 1; i < 7; ++i)
+    for (int64_t j = i + 1; j < 7; ++j) {
+      FailureOr<StagePlan> p = planStages(uneven, three, 1, {0, i, j}, error);
+      REQUIRE(p.succeeded());
+      CHECK(slowest(*best) <= slowest(*p) * (1 + 1e-12));
+    }
+}
+
+TEST_CASE("stage balance: the fast device takes the heavy head") {
+  // The head costs as much as six layers: the balancer orders the
+  // devices so that the fast one runs the last stage.
+  ModelLayers m = layersOf({1e12, 1e12, 1e12, 1e12});
+  m.last.forward.flops = 6e12;
+  std::vector<ClusterDevice> devices = {device("fast", 300, 80),
+                                        device("slow-0", 100, 80),
+                                        device("slow-1", 100, 80)};
+  std::string error;
+  FailureOr<StagePlan> p = balanceStages(m, devices, 2, error);
+  INFO(error);
+  REQUIRE(p.succeeded());
+  CHECK(p->device == std::vector<size_t>{1, 2, 0});
+  FailureOr<StagePlan> given =
+      planStages(m, devices, 2, equalSplit(4, 3), error);
+  REQUIRE(given.succeeded());
+  CHECK(p->stepSeconds < given->stepSeconds);
+}
+
+TEST_CASE("stage balance: what cannot be split or fit is refused") {
+  ModelLayers m = layersOf({1e12, 1e12, 1e12});
+  std::string error;
+  std::vector<ClusterDevice> four(4, device("d", 100, 80));
+  CHECK(balanceStages(m, four, 4, error).failed());
+  CHECK(error == "4 stages for a model of 3 layers: each stage needs at "
+                 "least one");
+  // A layer's 1 MiB of parameters needs 4 MiB with gradients and AdamW's
+  // moments, and its activations 1 MiB per micro-batch in flight (two on
+  // the first of two stages, one on the second): the small device holds
+  // 1 MiB. The closest plan puts it last, with one layer.
+  std::vector<ClusterDevice> small = {device("tiny", 100, 1.0 / 1024),
+                                      device("big", 100, 80)};
+  FailureOr<StagePlan> p = balanceStages(m, small, 1, error);
+  CHECK(p.failed());
+  CHECK(error == "the plan does not fit: stage 1 (tiny) needs 5.00 MiB, "
+                 "4.00 MiB more than its 1.00 MiB");
+  std::vector<ClusterDevice> three(3, device("d", 100, 80));
+  CHECK(planStages(m, three, 1, {0, 2, 1}, error).failed());
+  CHECK(error.find("in increasing order") != std::string::npos);
+}
