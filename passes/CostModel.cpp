@@ -18,9 +18,9 @@ double bytesOf(const ir::TensorType &t) {
   return elements(t) * static_cast<double>(ir::dtypeBytes(t.dtype));
 }
 
-// The layer a scope names: its first two components when the second is an
-// iteration number ("blocks.3.attn" -> "blocks.3"), else "".
-std::string layerOf(llvm::StringRef scope) {
+} // namespace
+
+std::string layerOfScope(llvm::StringRef scope) {
   llvm::SmallVector<llvm::StringRef, 4> parts;
   scope.split(parts, '.');
   unsigned index = 0;
@@ -28,8 +28,6 @@ std::string layerOf(llvm::StringRef scope) {
     return "";
   return (parts[0] + "." + parts[1]).str();
 }
-
-} // namespace
 
 WorkAmount opWork(const ir::Op &op) {
   WorkAmount w;
@@ -75,7 +73,7 @@ ModelLayers forwardLayers(const ir::Module &forward) {
   llvm::DenseMap<const ir::Value *, bool> seenParam;
   bool inLayers = false;
   for (const auto &op : forward.graph().ops()) {
-    std::string layer = layerOf(op->scope());
+    std::string layer = layerOfScope(op->scope());
     LayerCost *into;
     if (!layer.empty()) {
       auto [it, added] = index.try_emplace(layer, out.layers.size());

@@ -30,6 +30,10 @@ struct WorkAmount {
 // operands' and result's.
 WorkAmount opWork(const ir::Op &op);
 
+// The layer a scope names: its first two components when the second is an
+// iteration number ("blocks.3.attn" -> "blocks.3"), else "".
+std::string layerOfScope(llvm::StringRef scope);
+
 struct LayerCost {
   std::string name;           // "blocks.3", "embedding", "head"
   WorkAmount forward;         // one forward of the module's batch

@@ -1,0 +1,112 @@
+#include "passes/PipelineStages.h"
+
+#include "passes/CostModel.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace mgc::passes {
+
+FailureOr<StageAssignment> assignStages(const ir::Module &forward,
+                                        llvm::ArrayRef<int64_t> first,
+                                        DiagnosticEngine &diag) {
+  std::vector<const ir::Op *> ops;
+  for (const auto &op : forward.graph().ops())
+    ops.push_back(op.get());
+  // The layers in order of their first op.
+  std::map<std::string, int64_t> layerIndex;
+  size_t lastLayered = 0;
+  bool anyLayer = false;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    std::string layer = layerOfScope(ops[i]->scope());
+    if (layer.empty())
+      continue;
+    layerIndex.try_emplace(layer, static_cast<int64_t>(layerIndex.size()));
+    lastLayered = i;
+    anyLayer = true;
+  }
+  int64_t n = static_cast<int64_t>(layerIndex.size());
+  int64_t stages = static_cast<int64_t>(first.size());
+  bool ok = stages >= 1 && stages <= n && first[0] == 0;
+  for (int64_t s = 1; ok && s < stages; ++s)
+    ok = first[s] > first[s - 1] && first[s] < n;
+  if (!ok) {
+    diag.error("model '" + forward.name() + "' has " + std::to_string(n) +
+               " layers (repeat iterations): a split over " +
+               std::to_string(stages) +
+               " stages gives each at least one, in order from 0");
+    return failure();
+  }
+  auto stageOfLayer = [&](int64_t layer) {
+    return static_cast<int64_t>(
+               std::upper_bound(first.begin(), first.end(), layer) -
+               first.begin()) -
+           1;
+  };
+  StageAssignment out;
+  out.stages = stages;
+  std::set<std::pair<const ir::Value *, int64_t>> crossed;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const ir::Op &op = *ops[i];
+    if (op.numOperands() == 0)
+      continue; // recomputed where it is read
+    std::string layer = layerOfScope(op.scope());
+    int64_t stage;
+    if (!layer.empty())
+      stage = stageOfLayer(layerIndex[layer]);
+    else if (!anyLayer || i < lastLayered)
+      stage = 0; // before the layers (and, between them, with its inputs)
+    else
+      stage = stages - 1;
+    // An unscoped op between layers runs with the latest of its operands.
+    if (layer.empty() && anyLayer && i < lastLayered)
+      for (const ir::Value *v : op.operands())
+        if (const ir::Op *def = v->definingOp())
+          if (auto it = out.stageOf.find(def); it != out.stageOf.end())
+            stage = std::max(stage, it->second);
+    out.stageOf[&op] = stage;
+    for (const ir::Value *v : op.operands()) {
+      if (v->isPersistent()) {
+        std::vector<int64_t> &readers = out.paramStages[v];
+        if (!llvm::is_contained(readers, stage))
+          readers.push_back(stage);
+        continue;
+      }
+      const ir::Op *def = v->definingOp();
+      if (!def || def->numOperands() == 0)
+        continue; // an input, or a constant
+      int64_t from = out.stageOf[def];
+      if (from > stage) {
+        diag.error(op.loc(), "pipeline stages: " + op.name().str() +
+                                 " on stage " + std::to_string(stage) +
+                                 " reads the result of " + def->name().str() +
+                                 " from the later stage " +
+                                 std::to_string(from) +
+                                 ": stages may only pass values forward");
+        return failure();
+      }
+      if (from < stage && crossed.insert({v, stage}).second)
+        out.crossings.push_back({v, from, stage});
+    }
+  }
+  return out;
+}
+
+std::vector<double> boundaryBytes(const StageAssignment &a) {
+  std::vector<double> bytes(a.stages > 0 ? a.stages - 1 : 0, 0);
+  // A value read on several later stages crosses each boundary once.
+  std::map<std::pair<const ir::Value *, int64_t>, bool> counted;
+  for (const StageCrossing &c : a.crossings) {
+    double b = static_cast<double>(c.value->type().size() *
+                                   ir::dtypeBytes(c.value->type().dtype));
+    for (int64_t s = c.from; s < c.to; ++s)
+      if (!counted[{c.value, s}]) {
+        counted[{c.value, s}] = true;
+        bytes[s] += b;
+      }
+  }
+  return bytes;
+}
+
+} // namespace mgc::passes
