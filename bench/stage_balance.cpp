@@ -1,5 +1,6 @@
 // The stage balancer's prediction for a model on a cluster: the 1F1B step
-// time (from the schedule's simulation on the cost model's stage times) of
+// time (from the schedule's simulation on the cost model's stage times,
+// each stage's messages over the cluster's links included) of
 // the balanced split against equal layer counts, with each split's layers
 // and memory per stage. A prediction, not a measurement: pipelines do not
 // run yet (docs/pipeline.md).
@@ -7,6 +8,7 @@
 //   stage_balance [MODEL.mg] [CLUSTER.json] [MICRO-BATCHES]
 //   (default: samples/gpt.mg, samples/clusters/mixed8.json, 8)
 #include "frontend/Frontend.h"
+#include "passes/PipelineStages.h"
 #include "passes/StageBalance.h"
 
 #include <cstdio>
@@ -54,19 +56,22 @@ int main(int argc, char **argv) {
     return 1;
   }
   ModelLayers layers = forwardLayers(*module);
+  measureCuts(*module, layers);
+  LinkOf link = [&](size_t a, size_t b) { return c->link(a, b); };
   const std::vector<ClusterDevice> &devices = c->devices();
   int64_t n = static_cast<int64_t>(layers.layers.size());
   std::printf("%s: %lld layers on %s (%zu stages), %lld micro-batches, 1F1B\n",
               model.c_str(), static_cast<long long>(n), cluster.c_str(),
               devices.size(), static_cast<long long>(micro));
-  FailureOr<StagePlan> balanced = balanceStages(layers, devices, micro, error);
+  FailureOr<StagePlan> balanced =
+      balanceStages(layers, devices, micro, error, link);
   if (balanced.failed()) {
     std::fprintf(stderr, "stage_balance: %s\n", error.c_str());
     return 1;
   }
-  FailureOr<StagePlan> equal =
-      planStages(layers, devices, micro,
-                 equalSplit(n, static_cast<int64_t>(devices.size())), error);
+  FailureOr<StagePlan> equal = planStages(
+      layers, devices, micro,
+      equalSplit(n, static_cast<int64_t>(devices.size())), error, link);
   print("balanced", layers, devices, *balanced);
   if (equal.failed()) {
     std::printf("equal layer counts: %s\n", error.c_str());

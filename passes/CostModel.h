@@ -44,6 +44,11 @@ struct LayerCost {
 struct ModelLayers {
   LayerCost first, last;         // before the first layer, after the last
   std::vector<LayerCost> layers; // in order
+  // cutBytes[i]: the bytes a forward of the module's batch sends from the
+  // layers before i to layer i and on, were the pipeline cut there (its
+  // backward sends as much back); 0 for i = 0 and when not measured
+  // (passes/PipelineStages.h: measureCuts).
+  std::vector<double> cutBytes;
 };
 
 // The layers of a forward module: an op belongs to the layer its scope

@@ -109,4 +109,16 @@ std::vector<double> boundaryBytes(const StageAssignment &a) {
   return bytes;
 }
 
+void measureCuts(const ir::Module &forward, ModelLayers &layers) {
+  size_t n = layers.layers.size();
+  layers.cutBytes.assign(n, 0);
+  DiagnosticEngine quiet;
+  for (size_t i = 1; i < n; ++i) {
+    FailureOr<StageAssignment> a =
+        assignStages(forward, {0, static_cast<int64_t>(i)}, quiet);
+    if (a.succeeded())
+      layers.cutBytes[i] = boundaryBytes(*a)[0];
+  }
+}
+
 } // namespace mgc::passes

@@ -10,6 +10,7 @@
 #pragma once
 
 #include "ir/Graph.h"
+#include "passes/CostModel.h"
 #include "support/Diagnostics.h"
 #include "support/Result.h"
 
@@ -48,6 +49,10 @@ struct StageAssignment {
 FailureOr<StageAssignment> assignStages(const ir::Module &forward,
                                         llvm::ArrayRef<int64_t> first,
                                         DiagnosticEngine &diag);
+
+// Fills layers.cutBytes: for every place the layers of `forward` can be
+// cut, what would cross there.
+void measureCuts(const ir::Module &forward, ModelLayers &layers);
 
 // The bytes of every crossing from stage s to s + 1 and beyond, per
 // boundary s (what one forward sends across it; the backward sends as much

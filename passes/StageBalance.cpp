@@ -30,14 +30,16 @@ std::string sizeText(double bytes) {
 
 // The cost of stage s of `stages` running layers [a, b) on its device.
 struct StageCost {
-  double forward = 0, memory = 0;
+  double forward = 0, backward = 0, memory = 0;
 };
 
 class Costing {
 public:
+  // `order[s]`: the index of stage s's device for `link`.
   Costing(const ModelLayers &m, llvm::ArrayRef<ClusterDevice> devices,
-          int64_t micro)
-      : m_(m), devices_(devices), micro_(static_cast<double>(micro)) {}
+          int64_t micro, std::vector<size_t> order, const LinkOf &link)
+      : m_(m), devices_(devices), micro_(static_cast<double>(micro)),
+        order_(std::move(order)), link_(link) {}
 
   int64_t stages() const { return static_cast<int64_t>(devices_.size()); }
 
@@ -58,7 +60,9 @@ public:
     work.flops /= micro_;
     work.bytes /= micro_;
     StageCost c;
-    c.forward = secondsOn(work, devices_[s]);
+    double compute = secondsOn(work, devices_[s]);
+    c.forward = compute + (s + 1 < stages() ? send(s, s + 1, b) : 0);
+    c.backward = 2 * compute + (s > 0 ? send(s, s - 1, a) : 0);
     // f32 weights, gradients and two AdamW moments; the activations of the
     // micro-batches 1F1B keeps in flight on the stage.
     c.memory =
@@ -67,10 +71,30 @@ public:
   }
 
 private:
+  // One micro-batch's message across the cut before layer `cut`.
+  double send(int64_t from, int64_t to, int64_t cut) const {
+    double bytes = static_cast<size_t>(cut) < m_.cutBytes.size()
+                       ? m_.cutBytes[cut] / micro_
+                       : 0;
+    if (!link_ || bytes <= 0)
+      return 0;
+    ClusterLink l = link_(order_[from], order_[to]);
+    return l.latencySeconds + bytes / l.bytesPerSecond;
+  }
+
   const ModelLayers &m_;
   llvm::ArrayRef<ClusterDevice> devices_;
   double micro_;
+  std::vector<size_t> order_;
+  const LinkOf &link_;
 };
+
+std::vector<size_t> identity(size_t n) {
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i)
+    order[i] = i;
+  return order;
+}
 
 } // namespace
 
@@ -87,7 +111,7 @@ std::vector<int64_t> equalSplit(int64_t layers, int64_t stages) {
 FailureOr<StagePlan> planStages(const ModelLayers &model,
                                 llvm::ArrayRef<ClusterDevice> devices,
                                 int64_t micro, std::vector<int64_t> first,
-                                std::string &error) {
+                                std::string &error, const LinkOf &link) {
   int64_t n = static_cast<int64_t>(model.layers.size());
   int64_t stages = static_cast<int64_t>(devices.size());
   if (micro < 1) {
@@ -110,7 +134,7 @@ FailureOr<StagePlan> planStages(const ModelLayers &model,
             "from 0, each stage at least one";
     return failure();
   }
-  Costing cost(model, devices, micro);
+  Costing cost(model, devices, micro, identity(devices.size()), link);
   StagePlan plan;
   plan.first = std::move(first);
   for (int64_t s = 0; s < stages; ++s)
@@ -119,7 +143,7 @@ FailureOr<StagePlan> planStages(const ModelLayers &model,
     int64_t end = s + 1 < stages ? plan.first[s + 1] : n;
     StageCost c = cost.of(s, plan.first[s], end);
     plan.forwardSeconds.push_back(c.forward);
-    plan.backwardSeconds.push_back(2 * c.forward);
+    plan.backwardSeconds.push_back(c.backward);
     plan.memoryBytes.push_back(c.memory);
     plan.deviceBytes.push_back(devices[s].memoryBytes);
   }
@@ -158,10 +182,11 @@ using Score = std::pair<double, double>; // (memory overflow, slowest stage)
 
 // The best split of the layers over `devices` in this order, and its score.
 Score bestSplit(const ModelLayers &model, llvm::ArrayRef<ClusterDevice> devices,
-                int64_t micro, std::vector<int64_t> &first) {
+                int64_t micro, const std::vector<size_t> &order,
+                const LinkOf &link, std::vector<int64_t> &first) {
   int64_t n = static_cast<int64_t>(model.layers.size());
   int64_t stages = static_cast<int64_t>(devices.size());
-  Costing cost(model, devices, micro);
+  Costing cost(model, devices, micro, order, link);
   // best[s][i]: the first s stages running layers [0, i), as (the largest
   // memory overflow, the slowest stage's forward and backward), compared
   // in that order; from[s][i] the first layer of the s-th stage.
@@ -179,7 +204,7 @@ Score bestSplit(const ModelLayers &model, llvm::ArrayRef<ClusterDevice> devices,
         StageCost c = cost.of(s - 1, j, i);
         double overflow = std::max(0.0, c.memory - devices[s - 1].memoryBytes);
         Score score{std::max(best[s - 1][j].first, overflow),
-                    std::max(best[s - 1][j].second, 3 * c.forward)};
+                    std::max(best[s - 1][j].second, c.forward + c.backward)};
         if (score < best[s][i]) {
           best[s][i] = score;
           from[s][i] = j;
@@ -202,11 +227,13 @@ bool sameKind(const ClusterDevice &a, const ClusterDevice &b) {
 
 FailureOr<StagePlan> balanceStages(const ModelLayers &model,
                                    llvm::ArrayRef<ClusterDevice> devices,
-                                   int64_t micro, std::string &error) {
+                                   int64_t micro, std::string &error,
+                                   const LinkOf &link) {
   int64_t n = static_cast<int64_t>(model.layers.size());
   int64_t stages = static_cast<int64_t>(devices.size());
   if (stages < 1 || stages > n || micro < 1)
-    return planStages(model, devices, micro, equalSplit(n, stages), error);
+    return planStages(model, devices, micro, equalSplit(n, stages), error,
+                      link);
   // Devices of one kind are interchangeable: the orders to try are those
   // of their kinds (the first device of a kind stands for it).
   std::vector<size_t> kindOf;
@@ -232,7 +259,7 @@ FailureOr<StagePlan> balanceStages(const ModelLayers &model,
     for (size_t d : order)
       inOrder.push_back(devices[d]);
     std::vector<int64_t> first;
-    Score score = bestSplit(model, inOrder, micro, first);
+    Score score = bestSplit(model, inOrder, micro, order, link, first);
     if (score < bestScore) {
       bestScore = score;
       bestOrder = order;
@@ -263,8 +290,15 @@ FailureOr<StagePlan> balanceStages(const ModelLayers &model,
     inOrder.push_back(devices[d]);
   // A split that does not fit is reported by planStages (the one closest
   // to fitting).
+  // planStages numbers the devices by stage: its links go through the
+  // order chosen.
+  LinkOf ordered;
+  if (link)
+    ordered = [&](size_t a, size_t b) {
+      return link(bestOrder[a], bestOrder[b]);
+    };
   FailureOr<StagePlan> plan =
-      planStages(model, inOrder, micro, std::move(bestFirst), error);
+      planStages(model, inOrder, micro, std::move(bestFirst), error, ordered);
   if (plan.succeeded())
     plan->device = bestOrder;
   return plan;

@@ -17,6 +17,7 @@
 #include "llvm/ADT/ArrayRef.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -46,16 +47,23 @@ struct StagePlan {
 // It fails, with `error`, when there are more stages than layers or no
 // split fits the devices' memory (naming the device that is short, and by
 // how much, in the split that comes closest).
+// Messages between stages take link(a, b) from device a to device b
+// (indices into `devices`; none given: messages are free), sent after the
+// sender's forward or backward: a stage's forward includes sending its
+// activation on, its backward sending the gradient back.
+using LinkOf = std::function<ClusterLink(size_t from, size_t to)>;
+
 FailureOr<StagePlan> balanceStages(const ModelLayers &model,
                                    llvm::ArrayRef<ClusterDevice> devices,
-                                   int64_t micro, std::string &error);
+                                   int64_t micro, std::string &error,
+                                   const LinkOf &link = {});
 // The plan of a given split (`first` as in StagePlan) with `devices` in
 // stage order, for comparison or a split the user chose (--stages); fails
 // like balanceStages, or on a split that is not one.
 FailureOr<StagePlan> planStages(const ModelLayers &model,
                                 llvm::ArrayRef<ClusterDevice> devices,
                                 int64_t micro, std::vector<int64_t> first,
-                                std::string &error);
+                                std::string &error, const LinkOf &link = {});
 // Equal layer counts (the first stages take one more when they do not
 // divide).
 std::vector<int64_t> equalSplit(int64_t layers, int64_t stages);

@@ -167,6 +167,26 @@ TEST_CASE("stage balance: the fast device takes the heavy head") {
   CHECK(p->stepSeconds < given->stepSeconds);
 }
 
+TEST_CASE("stage balance: a slow link moves the cut to where little "
+          "crosses") {
+  // Four equal layers on two equal devices: the middle cut is best when
+  // messages are free; if 1 GB would cross it (and 1 KB after layer 1),
+  // a 1 GB/s link makes the uneven cut the faster plan.
+  ModelLayers m = layersOf({1e12, 1e12, 1e12, 1e12});
+  m.cutBytes = {0, 1e3, 1e9, 1e9};
+  std::vector<ClusterDevice> two = {device("a", 100, 80), device("b", 100, 80)};
+  std::string error;
+  FailureOr<StagePlan> free = balanceStages(m, two, 1, error);
+  REQUIRE(free.succeeded());
+  CHECK(free->first == std::vector<int64_t>{0, 2});
+  LinkOf slow = [](size_t, size_t) { return ClusterLink{1e9, 1e-5}; };
+  FailureOr<StagePlan> linked = balanceStages(m, two, 1, error, slow);
+  REQUIRE(linked.succeeded());
+  CHECK(linked->first == std::vector<int64_t>{0, 1});
+  // The message is on the sender's account: 1 KB at 1 GB/s plus 10 us.
+  CHECK(linked->forwardSeconds[0] == doctest::Approx(0.01 + 1e-5 + 1e3 / 1e9));
+}
+
 TEST_CASE("stage balance: what cannot be split or fit is refused") {
   ModelLayers m = layersOf({1e12, 1e12, 1e12});
   std::string error;
