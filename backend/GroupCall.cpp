@@ -55,6 +55,10 @@ int64_t callElements(const GroupCall &c) {
   return std::accumulate(c.counts.begin(), c.counts.end(), int64_t(0));
 }
 
+int64_t partOffset(llvm::ArrayRef<int64_t> counts, size_t j) {
+  return std::accumulate(counts.begin(), counts.begin() + j, int64_t(0));
+}
+
 std::string badCall(const GroupCall &c, size_t n) {
   if (isAllReduce(c.kind))
     return c.count < 0 ? "a negative count" : "";

@@ -56,6 +56,9 @@ std::string badPointToPoint(const ir::Mesh &mesh, int64_t device, int64_t peer,
 // The elements the call moves on this device (the count of a reduction,
 // the sum of the counts otherwise).
 int64_t callElements(const GroupCall &call);
+// Where part j of parts of `counts` elements starts: the sum of the counts
+// before it.
+int64_t partOffset(llvm::ArrayRef<int64_t> counts, size_t j);
 // Why the call cannot be made by a device of a group of `n`, or "": one
 // count per device, none negative.
 std::string badCall(const GroupCall &call, size_t n);

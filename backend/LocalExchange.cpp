@@ -16,16 +16,11 @@
 #include <deque>
 #include <map>
 #include <mutex>
-#include <numeric>
 #include <optional>
 
 namespace mgc::backend {
 
 namespace {
-
-int64_t offsetOf(llvm::ArrayRef<int64_t> xs, size_t j) {
-  return std::accumulate(xs.begin(), xs.begin() + j, int64_t(0));
-}
 
 // The meeting point of one axis group.
 struct Rendezvous {
@@ -183,7 +178,7 @@ void moveShare(llvm::ArrayRef<GroupCall> slots, size_t me, DataMover &mover) {
   case CallKind::AllGather: {
     // Each device writes its own part into every result.
     int64_t count = mine.counts[me];
-    int64_t at = offsetOf(mine.counts, me);
+    int64_t at = partOffset(mine.counts, me);
     for (const GroupCall &c : slots)
       if (count > 0)
         mover.copy(c.out + at * bytes, mine.in, count * bytes);
@@ -193,7 +188,7 @@ void moveShare(llvm::ArrayRef<GroupCall> slots, size_t me, DataMover &mover) {
     int64_t count = mine.counts[me];
     if (count == 0)
       return;
-    int64_t at = offsetOf(mine.counts, me);
+    int64_t at = partOffset(mine.counts, me);
     llvm::SmallVector<const std::byte *, 8> srcs;
     for (const GroupCall &c : slots)
       srcs.push_back(c.in + at * bytes);
@@ -206,7 +201,7 @@ void moveShare(llvm::ArrayRef<GroupCall> slots, size_t me, DataMover &mover) {
       int64_t count = mine.recvCounts[j];
       if (count > 0)
         mover.copy(mine.out + at * bytes,
-                   slots[j].in + offsetOf(slots[j].counts, me) * bytes,
+                   slots[j].in + partOffset(slots[j].counts, me) * bytes,
                    count * bytes);
       at += count;
     }

@@ -5,15 +5,10 @@
 #include "llvm/ADT/SmallVector.h"
 
 #include <algorithm>
-#include <numeric>
 
 namespace mgc::backend {
 
 namespace {
-
-int64_t offsetOf(llvm::ArrayRef<int64_t> xs, size_t j) {
-  return std::accumulate(xs.begin(), xs.begin() + j, int64_t(0));
-}
 
 PeerSpan span(PeerSpan::Buffer buffer, int64_t offset, int64_t bytes) {
   return {buffer, offset, bytes};
@@ -83,12 +78,12 @@ PeerPlan planPeerCall(const GroupCall &call, size_t n, size_t me) {
     for (size_t j = 0; j < n; ++j)
       if (j != me) {
         phase.recvs.push_back(
-            {j, span(PeerSpan::Out, offsetOf(call.counts, j) * bytes,
+            {j, span(PeerSpan::Out, partOffset(call.counts, j) * bytes,
                      call.counts[j] * bytes)});
         phase.sends.push_back({j, span(PeerSpan::In, 0, mine)});
       }
     phase.copies.push_back(
-        {span(PeerSpan::Out, offsetOf(call.counts, me) * bytes, mine),
+        {span(PeerSpan::Out, partOffset(call.counts, me) * bytes, mine),
          span(PeerSpan::In, 0, mine)});
     plan.phases.push_back(std::move(phase));
     return plan;
@@ -96,7 +91,7 @@ PeerPlan planPeerCall(const GroupCall &call, size_t n, size_t me) {
   case CallKind::ReduceScatter: {
     llvm::ArrayRef<int64_t> counts = call.counts;
     addReduceScatter(
-        plan, n, me, bytes, [&](size_t j) { return offsetOf(counts, j); },
+        plan, n, me, bytes, [&](size_t j) { return partOffset(counts, j); },
         span(PeerSpan::Out, 0, counts[me] * bytes));
     return plan;
   }
@@ -109,16 +104,17 @@ PeerPlan planPeerCall(const GroupCall &call, size_t n, size_t me) {
   for (size_t j = 0; j < n; ++j)
     if (j != me) {
       phase.recvs.push_back(
-          {j, span(PeerSpan::Out, offsetOf(recvCounts, j) * bytes,
+          {j, span(PeerSpan::Out, partOffset(recvCounts, j) * bytes,
                    recvCounts[j] * bytes)});
       phase.sends.push_back(
-          {j, span(PeerSpan::In, offsetOf(sendCounts, j) * bytes,
+          {j, span(PeerSpan::In, partOffset(sendCounts, j) * bytes,
                    sendCounts[j] * bytes)});
     }
-  phase.copies.push_back({span(PeerSpan::Out, offsetOf(recvCounts, me) * bytes,
-                               recvCounts[me] * bytes),
-                          span(PeerSpan::In, offsetOf(sendCounts, me) * bytes,
-                               sendCounts[me] * bytes)});
+  phase.copies.push_back(
+      {span(PeerSpan::Out, partOffset(recvCounts, me) * bytes,
+            recvCounts[me] * bytes),
+       span(PeerSpan::In, partOffset(sendCounts, me) * bytes,
+            sendCounts[me] * bytes)});
   plan.phases.push_back(std::move(phase));
   return plan;
 }

@@ -35,6 +35,19 @@ std::string describeCudaFailure(const char *call, const char *file, int line,
          std::to_string(line) + ": " + name + ": " + what;
 }
 
+std::string cudaFailure(const char *call, cudaError_t status) {
+  return std::string(call) + " failed: " + cudaGetErrorName(status) + ": " +
+         cudaGetErrorString(status);
+}
+
+bool noteCudaFailure(const char *call, cudaError_t status, std::string &error) {
+  if (status == cudaSuccess)
+    return true;
+  if (error.empty())
+    error = cudaFailure(call, status);
+  return false;
+}
+
 LogicalResult checkCuda(cudaError_t status, const char *call, const char *file,
                         int line, DiagnosticEngine &diag, const ir::Op *op) {
   if (status == cudaSuccess)

@@ -25,6 +25,13 @@ LogicalResult checkCublas(cublasStatus_t status, const char *call,
 std::string describeCudaFailure(const char *call, const char *file, int line,
                                 const char *name, const char *what);
 
+// "<call> failed: <name>: <text>", for code that reports in an error
+// string (the communicators).
+std::string cudaFailure(const char *call, cudaError_t status);
+// False, with `error` set to cudaFailure unless it already holds an
+// earlier failure, when `status` is not cudaSuccess.
+bool noteCudaFailure(const char *call, cudaError_t status, std::string &error);
+
 } // namespace mgc::backend::cuda
 
 // MGC_CUDA_CHECK(cudaMemcpyAsync(...), diag, op) -> LogicalResult; `op` may

@@ -5,7 +5,10 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <thread>
 
 namespace mgc::backend::cuda {
 
@@ -84,6 +87,33 @@ std::optional<CudaDeviceInfo> cudaDeviceInfo(DiagnosticEngine &diag, int gpu) {
   info.freeBytes = freeBytes;
   info.totalBytes = totalBytes;
   return info;
+}
+
+LogicalResult waitForStream(cudaStream_t stream, double timeoutSeconds,
+                            DiagnosticEngine &diag) {
+  if (!(timeoutSeconds > 0))
+    return MGC_CUDA_CHECK(cudaStreamSynchronize(stream), diag, nullptr);
+  using Clock = std::chrono::steady_clock;
+  auto deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double>(timeoutSeconds));
+  int sleepUs = 0;
+  while (true) {
+    cudaError_t status = cudaStreamQuery(stream);
+    if (status != cudaErrorNotReady)
+      return MGC_CUDA_CHECK(status, diag, nullptr);
+    if (Clock::now() > deadline) {
+      char seconds[32];
+      std::snprintf(seconds, sizeof seconds, "%g", timeoutSeconds);
+      diag.error(std::string("the step did not finish within ") + seconds +
+                 " s (--comm-timeout): a collective or send/recv is waiting "
+                 "for a peer that never called it");
+      return failure();
+    }
+    // Poll often at first, then back off to a millisecond.
+    sleepUs = std::min(1000, std::max(10, sleepUs * 2));
+    std::this_thread::sleep_for(std::chrono::microseconds(sleepUs));
+  }
 }
 
 std::string formatGiB(uint64_t bytes) {

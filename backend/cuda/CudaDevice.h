@@ -8,6 +8,8 @@
 
 #include "llvm/ADT/StringRef.h"
 
+#include <cuda_runtime_api.h>
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -31,6 +33,12 @@ struct CudaDeviceInfo {
 // thread's current device; reports and returns nullopt on error.
 std::optional<CudaDeviceInfo> cudaDeviceInfo(DiagnosticEngine &diag,
                                              int gpu = 0);
+
+// Waits for everything on `stream`. With a timeout (> 0 seconds) it polls
+// and gives up when the timeout passes, reporting it as --comm-timeout's
+// (the stream may wait for a peer that never calls).
+LogicalResult waitForStream(cudaStream_t stream, double timeoutSeconds,
+                            DiagnosticEngine &diag);
 
 // "1.50 GiB".
 std::string formatGiB(uint64_t bytes);

@@ -24,11 +24,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
-#include <algorithm>
-#include <chrono>
-#include <cstdio>
 #include <cstring>
-#include <thread>
 
 namespace mgc::backend::cuda {
 
@@ -620,39 +616,6 @@ FailureOr<runtime::Tensor> CudaExecutor::readArgument(const std::string &name,
   return t;
 }
 
-namespace {
-
-// Waits for everything on `stream`; with a timeout, polls so as to give up
-// when it passes (the stream may wait for a peer that never calls).
-LogicalResult waitForStep(cudaStream_t stream, double timeoutSeconds,
-                          DiagnosticEngine &diag) {
-  if (!(timeoutSeconds > 0))
-    return MGC_CUDA_CHECK(cudaStreamSynchronize(stream), diag, nullptr);
-  using Clock = std::chrono::steady_clock;
-  auto deadline =
-      Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                         std::chrono::duration<double>(timeoutSeconds));
-  int sleepUs = 0;
-  while (true) {
-    cudaError_t status = cudaStreamQuery(stream);
-    if (status != cudaErrorNotReady)
-      return MGC_CUDA_CHECK(status, diag, nullptr);
-    if (Clock::now() > deadline) {
-      char seconds[32];
-      std::snprintf(seconds, sizeof seconds, "%g", timeoutSeconds);
-      diag.error(std::string("the step did not finish within ") + seconds +
-                 " s (--comm-timeout): a collective or send/recv is waiting "
-                 "for a peer that never called it");
-      return failure();
-    }
-    // Poll often at first, then back off to a millisecond.
-    sleepUs = std::min(1000, std::max(10, sleepUs * 2));
-    std::this_thread::sleep_for(std::chrono::microseconds(sleepUs));
-  }
-}
-
-} // namespace
-
 FailureOr<RunResult> CudaExecutor::run(const NamedTensors &arguments,
                                        DiagnosticEngine &diag,
                                        const RunControl &control) {
@@ -775,7 +738,7 @@ FailureOr<RunResult> CudaExecutor::run(const NamedTensors &arguments,
           MGC_CUDA_CHECK(cudaMemcpyAsync(&error, s.errorRecord(), sizeof(error),
                                          cudaMemcpyDeviceToHost, s.stream),
                          diag, nullptr)) ||
-      failed(waitForStep(s.stream, s.options.stepTimeoutSeconds, diag)))
+      failed(waitForStream(s.stream, s.options.stepTimeoutSeconds, diag)))
     return failure();
   s.readTimes();
   if (error.owner != 0) {

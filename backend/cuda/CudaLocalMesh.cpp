@@ -89,10 +89,7 @@ public:
 private:
   static LogicalResult check(const char *call, cudaError_t status,
                              std::string &error) {
-    if (status == cudaSuccess)
-      return success();
-    error = cudaFailure(call, status);
-    return failure();
+    return noteCudaFailure(call, status, error) ? success() : failure();
   }
 
   LogicalResult call(llvm::StringRef axis, const GroupCall &c,
@@ -155,12 +152,10 @@ std::unique_ptr<CudaLocalMesh> CudaLocalMesh::create(const ir::Mesh &mesh,
   for (int64_t d = 0; d < mesh.numDevices(); ++d) {
     auto endpoint = std::make_unique<Impl::Endpoint>(*impl, d);
     for (cudaEvent_t *event : {&endpoint->ready, &endpoint->done}) {
-      cudaError_t status =
-          cudaEventCreateWithFlags(event, cudaEventDisableTiming);
-      if (status != cudaSuccess) {
-        error = cudaFailure("cudaEventCreateWithFlags", status);
+      if (!noteCudaFailure(
+              "cudaEventCreateWithFlags",
+              cudaEventCreateWithFlags(event, cudaEventDisableTiming), error))
         return nullptr;
-      }
     }
     impl->endpoints.push_back(std::move(endpoint));
     impl->all.push_back(d);

@@ -3,9 +3,9 @@
 // collective's rendezvous fail too instead of waiting forever.
 #include "backend/cuda/CudaMesh.h"
 
+#include "backend/cuda/CudaCheck.h"
 #include "backend/cuda/CudaLocalMesh.h"
 #include "backend/cuda/NcclMesh.h"
-#include "backend/cuda/StreamMover.h"
 
 #include <chrono>
 #include <mutex>

@@ -233,14 +233,6 @@ bool checkNccl(const NcclLibrary &lib, const char *call, ncclResult_t result,
   return false;
 }
 
-bool checkCuda(const char *call, cudaError_t status, std::string &error) {
-  if (status == cudaSuccess)
-    return true;
-  if (error.empty())
-    error = cudaFailure(call, status);
-  return false;
-}
-
 } // namespace
 
 std::unique_ptr<NcclMesh> NcclMesh::create(const ir::Mesh &mesh,
@@ -265,7 +257,8 @@ std::unique_ptr<NcclMesh> NcclMesh::create(const ir::Mesh &mesh,
     return nullptr;
   size_t k = impl->local.size();
   int gpuCount = 0;
-  if (!checkCuda("cudaGetDeviceCount", cudaGetDeviceCount(&gpuCount), error))
+  if (!noteCudaFailure("cudaGetDeviceCount", cudaGetDeviceCount(&gpuCount),
+                       error))
     return nullptr;
   for (size_t i = 0; i < k; ++i)
     impl->gpus.push_back(options.firstGpu + static_cast<int>(i));
@@ -309,7 +302,8 @@ std::unique_ptr<NcclMesh> NcclMesh::create(const ir::Mesh &mesh,
     std::memcpy(&id, all[0].data(), sizeof id);
     bool ok = checkNccl(*lib, "ncclGroupStart", lib->groupStart(), error);
     for (size_t i = 0; ok && i < k; ++i)
-      ok = checkCuda("cudaSetDevice", cudaSetDevice(impl->gpus[i]), error) &&
+      ok = noteCudaFailure("cudaSetDevice", cudaSetDevice(impl->gpus[i]),
+                           error) &&
            checkNccl(*lib, "ncclCommInitRank",
                      lib->commInitRank(&impl->world[i],
                                        static_cast<int>(mesh.numDevices()), id,
@@ -331,7 +325,8 @@ std::unique_ptr<NcclMesh> NcclMesh::create(const ir::Mesh &mesh,
       int64_t d = impl->local[i];
       int color = static_cast<int>(mesh.group(d, name).front());
       int key = static_cast<int>(mesh.coords(d)[a]);
-      ok = checkCuda("cudaSetDevice", cudaSetDevice(impl->gpus[i]), error) &&
+      ok = noteCudaFailure("cudaSetDevice", cudaSetDevice(impl->gpus[i]),
+                           error) &&
            checkNccl(*lib, "ncclCommSplit",
                      lib->commSplit(impl->world[i], color, key,
                                     &impl->axes[i][a], nullptr),

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "backend/GroupCall.h"
+#include "backend/cuda/CudaCheck.h"
 #include "backend/cuda/CudaKernels.h"
 #include "backend/cuda/Launch.h"
 
@@ -14,12 +15,6 @@
 #include <string>
 
 namespace mgc::backend::cuda {
-
-// "<call> failed: <name>: <text>".
-inline std::string cudaFailure(const char *call, cudaError_t status) {
-  return std::string(call) + " failed: " + cudaGetErrorName(status) + ": " +
-         cudaGetErrorString(status);
-}
 
 class StreamMover final : public DataMover {
 public:
@@ -41,8 +36,7 @@ public:
            cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
   }
   void note(const char *call, cudaError_t status) {
-    if (status != cudaSuccess && error.empty())
-      error = cudaFailure(call, status);
+    noteCudaFailure(call, status, error);
   }
 
   std::string error;

@@ -2,7 +2,6 @@
 
 #include "backend/FaultInjection.h"
 #include "backend/PeerPlan.h"
-#include "backend/PlanReport.h"
 #include "backend/ProcessGroup.h"
 #include "backend/cpu/HostMover.h"
 
@@ -10,7 +9,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
-#include <numeric>
 #include <thread>
 #include <vector>
 
