@@ -65,27 +65,48 @@ WorkAmount opWork(const ir::Op &op) {
   return w;
 }
 
+OpLayers opLayers(const ir::Module &forward) {
+  OpLayers out;
+  std::map<std::string, int64_t> index;
+  std::vector<const ir::Op *> unscoped; // since the last layered op
+  int64_t current = kBeforeLayers;
+  for (const auto &op : forward.graph().ops()) {
+    std::string layer = layerOfScope(op->scope());
+    if (layer.empty()) {
+      out.layerOf[op.get()] = current;
+      unscoped.push_back(op.get());
+      continue;
+    }
+    auto [it, added] =
+        index.try_emplace(layer, static_cast<int64_t>(out.names.size()));
+    if (added)
+      out.names.push_back(layer);
+    current = it->second;
+    out.layerOf[op.get()] = current;
+    unscoped.clear();
+  }
+  // What follows the last layered op is the head.
+  if (current != kBeforeLayers)
+    for (const ir::Op *op : unscoped)
+      out.layerOf[op] = kAfterLayers;
+  return out;
+}
+
 ModelLayers forwardLayers(const ir::Module &forward) {
   ModelLayers out;
   out.first.name = "embedding";
   out.last.name = "head";
-  std::map<std::string, size_t> index;
+  OpLayers layers = opLayers(forward);
+  for (const std::string &name : layers.names) {
+    out.layers.emplace_back();
+    out.layers.back().name = name;
+  }
   llvm::DenseMap<const ir::Value *, bool> seenParam;
-  bool inLayers = false;
   for (const auto &op : forward.graph().ops()) {
-    std::string layer = layerOfScope(op->scope());
-    LayerCost *into;
-    if (!layer.empty()) {
-      auto [it, added] = index.try_emplace(layer, out.layers.size());
-      if (added) {
-        out.layers.emplace_back();
-        out.layers.back().name = layer;
-      }
-      into = &out.layers[it->second];
-      inLayers = true;
-    } else {
-      into = inLayers ? &out.last : &out.first;
-    }
+    int64_t layer = layers.layerOf[op.get()];
+    LayerCost *into = layer >= 0               ? &out.layers[layer]
+                      : layer == kBeforeLayers ? &out.first
+                                               : &out.last;
     into->forward += opWork(*op);
     into->activationBytes += bytesOf(op->result()->type());
     for (const ir::Value *v : op->operands())

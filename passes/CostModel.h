@@ -9,6 +9,8 @@
 
 #include "ir/Graph.h"
 
+#include "llvm/ADT/DenseMap.h"
+
 #include <string>
 #include <vector>
 
@@ -34,6 +36,19 @@ WorkAmount opWork(const ir::Op &op);
 // iteration number ("blocks.3.attn" -> "blocks.3"), else "".
 std::string layerOfScope(llvm::StringRef scope);
 
+// Where each op of a forward module stands in its layer sequence: the
+// layers in order of their first op, and per op its layer's index, or
+// kBeforeLayers (unscoped, before the first layer's first op: the
+// embedding) or kAfterLayers (unscoped, after the last layer's last op:
+// the head and loss). An unscoped op between layers belongs to the layer
+// before it. The cost model and the stage assignment both read this.
+inline constexpr int64_t kBeforeLayers = -1, kAfterLayers = -2;
+struct OpLayers {
+  std::vector<std::string> names;
+  llvm::DenseMap<const ir::Op *, int64_t> layerOf;
+};
+OpLayers opLayers(const ir::Module &forward);
+
 struct LayerCost {
   std::string name;           // "blocks.3", "embedding", "head"
   WorkAmount forward;         // one forward of the module's batch
@@ -51,10 +66,9 @@ struct ModelLayers {
   std::vector<double> cutBytes;
 };
 
-// The layers of a forward module: an op belongs to the layer its scope
-// names ("blocks.3.attn" is in "blocks.3"); unscoped ops before the first
-// layer's first op are `first`, the others `last`. A parameter belongs to
-// the layer of the first op that reads it.
+// The layers of a forward module (opLayers): `first` holds the ops before
+// the layers, `last` those after them. A parameter belongs to the layer of
+// the first op that reads it.
 ModelLayers forwardLayers(const ir::Module &forward);
 
 } // namespace mgc::passes

@@ -11,22 +11,8 @@ namespace mgc::passes {
 FailureOr<StageAssignment> assignStages(const ir::Module &forward,
                                         llvm::ArrayRef<int64_t> first,
                                         DiagnosticEngine &diag) {
-  std::vector<const ir::Op *> ops;
-  for (const auto &op : forward.graph().ops())
-    ops.push_back(op.get());
-  // The layers in order of their first op.
-  std::map<std::string, int64_t> layerIndex;
-  size_t lastLayered = 0;
-  bool anyLayer = false;
-  for (size_t i = 0; i < ops.size(); ++i) {
-    std::string layer = layerOfScope(ops[i]->scope());
-    if (layer.empty())
-      continue;
-    layerIndex.try_emplace(layer, static_cast<int64_t>(layerIndex.size()));
-    lastLayered = i;
-    anyLayer = true;
-  }
-  int64_t n = static_cast<int64_t>(layerIndex.size());
+  OpLayers layers = opLayers(forward);
+  int64_t n = static_cast<int64_t>(layers.names.size());
   int64_t stages = static_cast<int64_t>(first.size());
   bool ok = stages >= 1 && stages <= n && first[0] == 0;
   for (int64_t s = 1; ok && s < stages; ++s)
@@ -47,24 +33,14 @@ FailureOr<StageAssignment> assignStages(const ir::Module &forward,
   StageAssignment out;
   out.stages = stages;
   std::set<std::pair<const ir::Value *, int64_t>> crossed;
-  for (size_t i = 0; i < ops.size(); ++i) {
-    const ir::Op &op = *ops[i];
+  for (const auto &each : forward.graph().ops()) {
+    const ir::Op &op = *each;
     if (op.numOperands() == 0)
       continue; // recomputed where it is read
-    std::string layer = layerOfScope(op.scope());
-    int64_t stage;
-    if (!layer.empty())
-      stage = stageOfLayer(layerIndex[layer]);
-    else if (!anyLayer || i < lastLayered)
-      stage = 0; // before the layers (and, between them, with its inputs)
-    else
-      stage = stages - 1;
-    // An unscoped op between layers runs with the latest of its operands.
-    if (layer.empty() && anyLayer && i < lastLayered)
-      for (const ir::Value *v : op.operands())
-        if (const ir::Op *def = v->definingOp())
-          if (auto it = out.stageOf.find(def); it != out.stageOf.end())
-            stage = std::max(stage, it->second);
+    int64_t layer = layers.layerOf[&op];
+    int64_t stage = layer >= 0               ? stageOfLayer(layer)
+                    : layer == kBeforeLayers ? 0
+                                             : stages - 1;
     out.stageOf[&op] = stage;
     for (const ir::Value *v : op.operands()) {
       if (v->isPersistent()) {

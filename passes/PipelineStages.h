@@ -1,12 +1,12 @@
 // Which pipeline stage runs each op of a forward module, given the layers
 // each stage holds (passes/StageBalance.h: StagePlan::first), and what
 // must then cross between stages: the analysis the pipeline pass builds
-// its stage programs from. Layers are the ops' scopes, as in the cost
-// model; the embedding (unscoped ops before the first layer) runs on the
-// first stage, the head and loss (unscoped ops after the last layer) on
-// the last. An op without operands (a constant) is computed on every stage
-// that reads it rather than sent (it costs nothing to recompute and would
-// otherwise tie the stages together).
+// its stage programs from. Layers are the cost model's (opLayers); the
+// embedding (unscoped ops before the first layer) runs on the first stage,
+// the head and loss (unscoped ops after the last layer) on the last. An op
+// without operands (a constant) is computed on every stage that reads it rather
+// than sent (it costs nothing to recompute and would otherwise tie the stages
+// together).
 #pragma once
 
 #include "ir/Graph.h"
