@@ -35,13 +35,14 @@ struct StageCost {
 
 class Costing {
 public:
-  // `order[s]`: the index of stage s's device for `link`.
+  // Stage s runs on devices[order[s]].
   Costing(const ModelLayers &m, llvm::ArrayRef<ClusterDevice> devices,
-          int64_t micro, std::vector<size_t> order, const LinkOf &link)
+          int64_t micro, llvm::ArrayRef<size_t> order, const LinkOf &link)
       : m_(m), devices_(devices), micro_(static_cast<double>(micro)),
-        order_(std::move(order)), link_(link) {}
+        order_(order), link_(link) {}
 
-  int64_t stages() const { return static_cast<int64_t>(devices_.size()); }
+  int64_t stages() const { return static_cast<int64_t>(order_.size()); }
+  const ClusterDevice &device(int64_t s) const { return devices_[order_[s]]; }
 
   StageCost of(int64_t s, int64_t a, int64_t b) const {
     WorkAmount work;
@@ -60,7 +61,7 @@ public:
     work.flops /= micro_;
     work.bytes /= micro_;
     StageCost c;
-    double compute = secondsOn(work, devices_[s]);
+    double compute = secondsOn(work, device(s));
     c.forward = compute + (s + 1 < stages() ? send(s, s + 1, b) : 0);
     c.backward = 2 * compute + (s > 0 ? send(s, s - 1, a) : 0);
     // f32 weights, gradients and two AdamW moments; the activations of the
@@ -85,7 +86,7 @@ private:
   const ModelLayers &m_;
   llvm::ArrayRef<ClusterDevice> devices_;
   double micro_;
-  std::vector<size_t> order_;
+  llvm::ArrayRef<size_t> order_;
   const LinkOf &link_;
 };
 
@@ -108,12 +109,16 @@ std::vector<int64_t> equalSplit(int64_t layers, int64_t stages) {
   return first;
 }
 
-FailureOr<StagePlan> planStages(const ModelLayers &model,
-                                llvm::ArrayRef<ClusterDevice> devices,
-                                int64_t micro, std::vector<int64_t> first,
-                                std::string &error, const LinkOf &link) {
+namespace {
+
+// The plan of `first` with stage s on devices[order[s]].
+FailureOr<StagePlan> planInOrder(const ModelLayers &model,
+                                 llvm::ArrayRef<ClusterDevice> devices,
+                                 std::vector<size_t> order, int64_t micro,
+                                 std::vector<int64_t> first, std::string &error,
+                                 const LinkOf &link) {
   int64_t n = static_cast<int64_t>(model.layers.size());
-  int64_t stages = static_cast<int64_t>(devices.size());
+  int64_t stages = static_cast<int64_t>(order.size());
   if (micro < 1) {
     error = "a pipeline needs at least one micro-batch, got " +
             std::to_string(micro);
@@ -134,23 +139,22 @@ FailureOr<StagePlan> planStages(const ModelLayers &model,
             "from 0, each stage at least one";
     return failure();
   }
-  Costing cost(model, devices, micro, identity(devices.size()), link);
+  Costing cost(model, devices, micro, order, link);
   StagePlan plan;
   plan.first = std::move(first);
-  for (int64_t s = 0; s < stages; ++s)
-    plan.device.push_back(static_cast<size_t>(s));
+  plan.device = order; // `cost` still reads `order`
   for (int64_t s = 0; s < stages; ++s) {
     int64_t end = s + 1 < stages ? plan.first[s + 1] : n;
     StageCost c = cost.of(s, plan.first[s], end);
     plan.forwardSeconds.push_back(c.forward);
     plan.backwardSeconds.push_back(c.backward);
     plan.memoryBytes.push_back(c.memory);
-    plan.deviceBytes.push_back(devices[s].memoryBytes);
+    plan.deviceBytes.push_back(cost.device(s).memoryBytes);
   }
   for (int64_t s = 0; s < stages; ++s)
     if (plan.memoryBytes[s] > plan.deviceBytes[s]) {
       error = "the plan does not fit: stage " + std::to_string(s) + " (" +
-              devices[s].name + ") needs " + sizeText(plan.memoryBytes[s]) +
+              cost.device(s).name + ") needs " + sizeText(plan.memoryBytes[s]) +
               ", " + sizeText(plan.memoryBytes[s] - plan.deviceBytes[s]) +
               " more than its " + sizeText(plan.deviceBytes[s]);
       return failure();
@@ -176,16 +180,14 @@ FailureOr<StagePlan> planStages(const ModelLayers &model,
   return plan;
 }
 
-namespace {
-
 using Score = std::pair<double, double>; // (memory overflow, slowest stage)
 
 // The best split of the layers over `devices` in this order, and its score.
 Score bestSplit(const ModelLayers &model, llvm::ArrayRef<ClusterDevice> devices,
-                int64_t micro, const std::vector<size_t> &order,
-                const LinkOf &link, std::vector<int64_t> &first) {
+                llvm::ArrayRef<size_t> order, int64_t micro, const LinkOf &link,
+                std::vector<int64_t> &first) {
   int64_t n = static_cast<int64_t>(model.layers.size());
-  int64_t stages = static_cast<int64_t>(devices.size());
+  int64_t stages = static_cast<int64_t>(order.size());
   Costing cost(model, devices, micro, order, link);
   // best[s][i]: the first s stages running layers [0, i), as (the largest
   // memory overflow, the slowest stage's forward and backward), compared
@@ -202,7 +204,8 @@ Score bestSplit(const ModelLayers &model, llvm::ArrayRef<ClusterDevice> devices,
         if (best[s - 1][j].first == inf)
           continue;
         StageCost c = cost.of(s - 1, j, i);
-        double overflow = std::max(0.0, c.memory - devices[s - 1].memoryBytes);
+        double overflow =
+            std::max(0.0, c.memory - cost.device(s - 1).memoryBytes);
         Score score{std::max(best[s - 1][j].first, overflow),
                     std::max(best[s - 1][j].second, c.forward + c.backward)};
         if (score < best[s][i]) {
@@ -224,6 +227,14 @@ bool sameKind(const ClusterDevice &a, const ClusterDevice &b) {
 }
 
 } // namespace
+
+FailureOr<StagePlan> planStages(const ModelLayers &model,
+                                llvm::ArrayRef<ClusterDevice> devices,
+                                int64_t micro, std::vector<int64_t> first,
+                                std::string &error, const LinkOf &link) {
+  return planInOrder(model, devices, identity(devices.size()), micro,
+                     std::move(first), error, link);
+}
 
 FailureOr<StagePlan> balanceStages(const ModelLayers &model,
                                    llvm::ArrayRef<ClusterDevice> devices,
@@ -255,21 +266,15 @@ FailureOr<StagePlan> balanceStages(const ModelLayers &model,
   std::vector<size_t> bestOrder;
   std::vector<int64_t> bestFirst;
   auto tryOrder = [&](const std::vector<size_t> &order) {
-    std::vector<ClusterDevice> inOrder;
-    for (size_t d : order)
-      inOrder.push_back(devices[d]);
     std::vector<int64_t> first;
-    Score score = bestSplit(model, inOrder, micro, order, link, first);
+    Score score = bestSplit(model, devices, order, micro, link, first);
     if (score < bestScore) {
       bestScore = score;
       bestOrder = order;
       bestFirst = first;
     }
   };
-  std::vector<size_t> given(devices.size());
-  for (size_t d = 0; d < given.size(); ++d)
-    given[d] = d;
-  tryOrder(given);
+  tryOrder(identity(devices.size()));
   int64_t tried = 0;
   do {
     if (++tried > kMaxOrders)
@@ -285,23 +290,10 @@ FailureOr<StagePlan> balanceStages(const ModelLayers &model,
     }
     tryOrder(order);
   } while (std::next_permutation(kinds.begin(), kinds.end()));
-  std::vector<ClusterDevice> inOrder;
-  for (size_t d : bestOrder)
-    inOrder.push_back(devices[d]);
-  // A split that does not fit is reported by planStages (the one closest
+  // A split that does not fit is reported by planInOrder (the one closest
   // to fitting).
-  // planStages numbers the devices by stage: its links go through the
-  // order chosen.
-  LinkOf ordered;
-  if (link)
-    ordered = [&](size_t a, size_t b) {
-      return link(bestOrder[a], bestOrder[b]);
-    };
-  FailureOr<StagePlan> plan =
-      planStages(model, inOrder, micro, std::move(bestFirst), error, ordered);
-  if (plan.succeeded())
-    plan->device = bestOrder;
-  return plan;
+  return planInOrder(model, devices, std::move(bestOrder), micro,
+                     std::move(bestFirst), error, link);
 }
 
 } // namespace mgc::passes
