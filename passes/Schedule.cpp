@@ -41,22 +41,36 @@ void gpipe(Schedule &s) {
   }
 }
 
+// 1F1B and ZB-H1 are one diagonal: device d runs, for x = 0, 1, ..., the
+// forward of micro-batch x, the backward of x - (stages - 1 - d) and, when
+// the backward is split, the weight gradient of x - (stages - 1), each
+// where it exists.
+//
 // 1F1B (PipeDream-Flush): device d runs stages - d - 1 forwards ahead, then
 // alternates one forward and one backward, then drains the backwards; at
 // most stages - d micro-batches are in flight on it.
-void oneFOneB(Schedule &s) {
-  for (int64_t d = 0; d < s.stages; ++d) {
-    auto &order = s.order[d];
-    int64_t warm = std::min(s.stages - d - 1, s.micro);
-    for (int64_t m = 0; m < warm; ++m)
-      order.push_back(forward(m));
-    for (int64_t i = 0; i + warm < s.micro; ++i) {
-      order.push_back(forward(warm + i));
-      order.push_back(backward(i));
+//
+// ZB-H1 ("Zero Bubble Pipeline Parallelism", Qi et al., 2024): each
+// backward split into its input-gradient half (I, which the previous stage
+// waits for) and its weight-gradient half (W, which nothing waits for):
+// 1F1B's order of forwards and I's (so at most stages - d forwards wait
+// for their I, and the first device holds 1F1B's peak), with the W's of
+// later devices put off by up to stages - 1 micro-batches to fill the time
+// they would wait at the end. On F = I = W its bubble is a third of
+// 1F1B's.
+void diagonal(Schedule &s, bool splitBackward) {
+  int64_t p = s.stages, m = s.micro;
+  for (int64_t d = 0; d < p; ++d)
+    for (int64_t x = 0; x < m + p - 1; ++x) {
+      int64_t f = x, b = x - (p - 1 - d), w = x - (p - 1);
+      if (f < m)
+        s.order[d].push_back(forward(f));
+      if (b >= 0 && b < m)
+        s.order[d].push_back(
+            {splitBackward ? Work::BackwardInput : Work::Backward, b, 0});
+      if (splitBackward && w >= 0 && w < m)
+        s.order[d].push_back({Work::BackwardWeight, w, 0});
     }
-    for (int64_t m = std::max<int64_t>(s.micro - warm, 0); m < s.micro; ++m)
-      order.push_back(backward(m));
-  }
 }
 
 // Megatron-LM's interleaved 1F1B: the k-th forward of a device is chunk
@@ -90,30 +104,6 @@ void interleaved(Schedule &s) {
     for (int64_t k = total - warm; k < total; ++k)
       order.push_back(backwardAt(k));
   }
-}
-
-// ZB-H1 ("Zero Bubble Pipeline Parallelism", Qi et al., 2024): each
-// backward split into its input-gradient half (I, which the previous stage
-// waits for) and its weight-gradient half (W, which nothing waits for).
-// Device d runs, for x = 0, 1, ..., the forward of micro-batch x, the I of
-// x - (stages - 1 - d) and the W of x - (stages - 1), each where it exists:
-// 1F1B's order of forwards and I's (so at most stages - d forwards wait
-// for their I, and the first device holds 1F1B's peak), with the W's of
-// later devices put off by up to stages - 1 micro-batches to fill the time
-// they would wait at the end. On F = I = W its bubble is a third of
-// 1F1B's.
-void zeroBubbleH1(Schedule &s) {
-  int64_t p = s.stages, m = s.micro;
-  for (int64_t d = 0; d < p; ++d)
-    for (int64_t x = 0; x < m + p - 1; ++x) {
-      int64_t f = x, i = x - (p - 1 - d), w = x - (p - 1);
-      if (f < m)
-        s.order[d].push_back(forward(f));
-      if (i >= 0 && i < m)
-        s.order[d].push_back({Work::BackwardInput, i, 0});
-      if (w >= 0 && w < m)
-        s.order[d].push_back({Work::BackwardWeight, w, 0});
-    }
 }
 
 } // namespace
@@ -188,13 +178,13 @@ FailureOr<Schedule> makeSchedule(ScheduleKind kind, int64_t stages,
     gpipe(s);
     break;
   case ScheduleKind::OneFOneB:
-    oneFOneB(s);
+    diagonal(s, /*splitBackward=*/false);
     break;
   case ScheduleKind::Interleaved:
     interleaved(s);
     break;
   case ScheduleKind::ZeroBubbleH1:
-    zeroBubbleH1(s);
+    diagonal(s, /*splitBackward=*/true);
     break;
   }
   return s;
