@@ -186,6 +186,12 @@ void Lowerer::lowerShard(const Stmt &s, Frame &frame) {
                         " (mesh axes: " + ir::knownAxesList() + ")");
       continue;
     }
+    if (kw.name == ir::kPipelineAxis) {
+      error(kw.loc, "mesh axis '" + kw.name +
+                        "' is the pipeline's: it splits the layers into "
+                        "stages, not values (hint dp or tp)");
+      continue;
+    }
     if (!target)
       continue; // the name was reported; still check the axes above
     std::map<std::string, Loc> &seen = hintLocs_[target];

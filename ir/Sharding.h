@@ -118,8 +118,9 @@ struct MeshAxis {
 // What a mesh axis is for. Passes ask for the axis of a role
 // (axisNamed(AxisRole::Data)), never test a name.
 enum class AxisRole : uint8_t {
-  Data,   // each device takes a part of every batch
-  Tensor, // weight matrices are split across the devices
+  Pipeline, // each device runs some of the layers (a stage)
+  Data,     // each device takes a part of every batch
+  Tensor,   // weight matrices are split across the devices
 };
 
 struct MeshAxisKind {
@@ -128,10 +129,13 @@ struct MeshAxisKind {
   const char *meaning; // for --help and the docs
 };
 
-// The mesh axes the partitioner knows, in the order they nest: data
-// parallel outermost, tensor parallel innermost (a tp group is
-// neighbouring devices).
+// The mesh axes mgc knows, in the order they nest: pipeline parallel
+// outermost, then data parallel, tensor parallel innermost (a tp group is
+// neighbouring devices), as Megatron-LM nests them. The partitioner places
+// values on dp and tp; pp is the pipeline pass's (passes/PipelineSplit.h).
 inline constexpr MeshAxisKind kMeshAxisKinds[] = {
+    {"pp", AxisRole::Pipeline,
+     "pipeline parallel: each device runs some of the layers (a stage)"},
     {"dp", AxisRole::Data,
      "data parallel: each device takes a part of every batch"},
     {"tp", AxisRole::Tensor,
@@ -147,6 +151,7 @@ constexpr const char *axisNamed(AxisRole role) {
 }
 inline constexpr const char *kDataAxis = axisNamed(AxisRole::Data);
 inline constexpr const char *kTensorAxis = axisNamed(AxisRole::Tensor);
+inline constexpr const char *kPipelineAxis = axisNamed(AxisRole::Pipeline);
 
 // The index of `name` in kMeshAxisKinds (its nesting rank), or -1 when it
 // is not a known axis.

@@ -1,6 +1,7 @@
 #include "passes/Accumulation.h"
 
 #include "ir/Verifier.h"
+#include "passes/ModuleCut.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
@@ -168,66 +169,6 @@ private:
   llvm::DenseSet<const ir::Op *> micro_, apply_;
 };
 
-// Copies the arguments and ops of `from` that `ops` use into a new module
-// (placements kept); `replaced` values become new inputs named by it.
-class Extract {
-public:
-  Extract(const ir::Module &from,
-          const llvm::DenseMap<const Value *, std::string> &replaced)
-      : from_(from), replaced_(replaced) {}
-
-  std::unique_ptr<ir::Module>
-  build(const llvm::DenseSet<const ir::Op *> &ops) {
-    auto m = std::make_unique<ir::Module>(from_.name());
-    m->attrs() = from_.attrs();
-    ir::Graph &g = m->graph();
-    llvm::DenseSet<const Value *> used;
-    for (const auto &op : from_.graph().ops())
-      if (ops.contains(op.get()))
-        for (const Value *v : op->operands())
-          used.insert(v);
-    for (const auto &arg : from_.graph().arguments()) {
-      if (!used.contains(arg.get()))
-        continue;
-      Value *v = arg->kind() == ir::ValueKind::Input
-                     ? g.addInput(arg->name(), arg->type(), arg->loc())
-                 : arg->kind() == ir::ValueKind::Param
-                     ? g.addParam(arg->name(), arg->type(), arg->init(),
-                                  arg->loc())
-                     : g.addState(arg->name(), arg->type(), arg->init(),
-                                  arg->loc());
-      v->setSharding(arg->sharding());
-      map_[arg.get()] = v;
-    }
-    for (const auto &[old, name] : replaced_) {
-      if (!used.contains(old))
-        continue;
-      Value *v = g.addInput(name, old->type());
-      v->setSharding(old->sharding());
-      map_[old] = v;
-    }
-    for (const auto &op : from_.graph().ops()) {
-      if (!ops.contains(op.get()))
-        continue;
-      llvm::SmallVector<Value *, 3> operands;
-      for (const Value *v : op->operands())
-        operands.push_back(map_.lookup(v));
-      ir::Op *copy = g.createOp(op->kind(), operands, op->attrs(),
-                                op->type(), op->loc(), op->scope());
-      copy->result()->setSharding(op->result()->sharding());
-      map_[op->result()] = copy->result();
-    }
-    return m;
-  }
-
-  Value *lookup(const Value *v) const { return map_.lookup(v); }
-
-private:
-  const ir::Module &from_;
-  const llvm::DenseMap<const Value *, std::string> &replaced_;
-  llvm::DenseMap<const Value *, Value *> map_;
-};
-
 } // namespace
 
 ir::Mesh withDataAxis(const ir::Mesh &mesh) {
@@ -267,25 +208,24 @@ FailureOr<AccumulationSplit> splitAccumulation(const ir::Module &sharded,
   Cut cut(sharded, diag);
   if (failed(cut.run()))
     return failure();
-  llvm::DenseMap<const Value *, std::string> sumNames;
+  std::vector<std::pair<const Value *, std::string>> sumNames;
   for (size_t k = 0; k < cut.sums().size(); ++k)
-    sumNames[cut.sums()[k]] = kMicroSumPrefix + std::to_string(k);
+    sumNames.emplace_back(cut.sums()[k], kMicroSumPrefix + std::to_string(k));
 
   AccumulationSplit out;
   out.numSums = cut.sums().size();
   const ir::Graph &g = sharded.graph();
 
-  llvm::DenseMap<const Value *, std::string> none;
-  Extract micro(sharded, none);
+  ModuleExtract micro(sharded, {});
   out.micro = micro.build(cut.microOps());
   for (const ir::Output &o : g.outputs())
     if (cut.batchValues().contains(o.value))
       out.micro->graph().addOutput(o.name, micro.lookup(o.value), o.isLoss,
                                    o.loc);
-  for (const Value *v : cut.sums())
-    out.micro->graph().addOutput(sumNames[v], micro.lookup(v));
+  for (const auto &[v, name] : sumNames)
+    out.micro->graph().addOutput(name, micro.lookup(v));
 
-  Extract apply(sharded, sumNames);
+  ModuleExtract apply(sharded, sumNames);
   out.apply = apply.build(cut.applyOps());
   out.apply->attrs().set(ir::kMeshAttr, mesh.str());
   for (const ir::Output &o : g.outputs())

@@ -1,6 +1,7 @@
 #include "passes/PipelineStages.h"
 
 #include "passes/CostModel.h"
+#include "passes/PipelineSplit.h"
 
 #include <algorithm>
 #include <map>
@@ -11,47 +12,41 @@ namespace mgc::passes {
 FailureOr<StageAssignment> assignStages(const ir::Module &forward,
                                         llvm::ArrayRef<int64_t> first,
                                         DiagnosticEngine &diag) {
-  OpLayers layers = opLayers(forward);
-  int64_t n = static_cast<int64_t>(layers.names.size());
-  int64_t stages = static_cast<int64_t>(first.size());
-  bool ok = stages >= 1 && stages <= n && first[0] == 0;
-  for (int64_t s = 1; ok && s < stages; ++s)
-    ok = first[s] > first[s - 1] && first[s] < n;
-  if (!ok) {
-    diag.error("model '" + forward.name() + "' has " + std::to_string(n) +
-               " layers (repeat iterations): a split over " +
-               std::to_string(stages) +
-               " stages gives each at least one, in order from 0");
+  int64_t layers = static_cast<int64_t>(opLayers(forward).names.size());
+  if (failed(checkStageSplit(first, layers, forward.name(), diag)))
     return failure();
-  }
-  auto stageOfLayer = [&](int64_t layer) {
-    return static_cast<int64_t>(
-               std::upper_bound(first.begin(), first.end(), layer) -
-               first.begin()) -
-           1;
-  };
+  llvm::DenseSet<const ir::Op *> recomputed = recomputedOps(forward);
   StageAssignment out;
-  out.stages = stages;
-  std::set<std::pair<const ir::Value *, int64_t>> crossed;
-  for (const auto &each : forward.graph().ops()) {
-    const ir::Op &op = *each;
-    if (op.numOperands() == 0)
-      continue; // recomputed where it is read
-    int64_t layer = layers.layerOf[&op];
-    int64_t stage = layer >= 0               ? stageOfLayer(layer)
-                    : layer == kBeforeLayers ? 0
-                                             : stages - 1;
-    out.stageOf[&op] = stage;
-    for (const ir::Value *v : op.operands()) {
+  out.stages = static_cast<int64_t>(first.size());
+  out.stageOf = stagesOfOps(forward, first);
+  // The parameters a stage reads, directly or through a recomputed op.
+  auto readParams = [&](const ir::Value *root, int64_t stage) {
+    std::vector<const ir::Value *> work{root};
+    while (!work.empty()) {
+      const ir::Value *v = work.back();
+      work.pop_back();
       if (v->isPersistent()) {
         std::vector<int64_t> &readers = out.paramStages[v];
         if (!llvm::is_contained(readers, stage))
           readers.push_back(stage);
-        continue;
+      } else if (const ir::Op *def = v->definingOp();
+                 def && recomputed.contains(def)) {
+        for (const ir::Value *operand : def->operands())
+          work.push_back(operand);
       }
+    }
+  };
+  std::set<std::pair<const ir::Value *, int64_t>> crossed;
+  for (const auto &each : forward.graph().ops()) {
+    const ir::Op &op = *each;
+    if (recomputed.contains(&op))
+      continue; // computed where it is read
+    int64_t stage = out.stageOf[&op];
+    for (const ir::Value *v : op.operands()) {
+      readParams(v, stage);
       const ir::Op *def = v->definingOp();
-      if (!def || def->numOperands() == 0)
-        continue; // an input, or a constant
+      if (!def || recomputed.contains(def))
+        continue; // an input, or recomputed
       int64_t from = out.stageOf[def];
       if (from > stage) {
         diag.error(op.loc(), "pipeline stages: " + op.name().str() +

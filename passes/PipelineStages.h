@@ -1,12 +1,11 @@
 // Which pipeline stage runs each op of a forward module, given the layers
 // each stage holds (passes/StageBalance.h: StagePlan::first), and what
-// must then cross between stages: the analysis the pipeline pass builds
-// its stage programs from. Layers are the cost model's (opLayers); the
-// embedding (unscoped ops before the first layer) runs on the first stage,
-// the head and loss (unscoped ops after the last layer) on the last. An op
-// without operands (a constant) is computed on every stage that reads it rather
-// than sent (it costs nothing to recompute and would otherwise tie the stages
-// together).
+// must then cross between stages: what the stage balancer measures. The
+// stage of an op is the pipeline pass's (passes/PipelineSplit.h:
+// stagesOfOps): the embedding runs on the first stage, the head and loss on
+// the last, and an op of only parameters and constants (a constant, a
+// transposed weight) is computed on every stage that reads it rather than
+// sent.
 #pragma once
 
 #include "ir/Graph.h"
@@ -29,8 +28,8 @@ struct StageCrossing {
 
 struct StageAssignment {
   int64_t stages = 0;
-  // The stage of every op with operands; constants are absent (each stage
-  // that reads one computes its own).
+  // The stage of every op but the recomputed ones (each stage that reads
+  // one computes its own).
   llvm::DenseMap<const ir::Op *, int64_t> stageOf;
   // Every value one stage makes and a later one reads (an activation the
   // pipeline sends forward, and whose gradient it sends back), once per

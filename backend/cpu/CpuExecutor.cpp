@@ -102,7 +102,22 @@ TensorRef CpuExecutor::resolve(const Source &s,
   return {arena_ + s.offset, s.type};
 }
 
+namespace {
+CpuExecutor::TensorRefs refsTo(const NamedTensors &tensors) {
+  CpuExecutor::TensorRefs refs;
+  for (const auto &[name, tensor] : tensors)
+    refs.emplace(name, &tensor);
+  return refs;
+}
+} // namespace
+
 LogicalResult CpuExecutor::bindArguments(const NamedTensors &arguments,
+                                         Bound &bound, DiagnosticEngine &diag,
+                                         llvm::StringRef prefix) {
+  return bindArguments(refsTo(arguments), bound, diag, prefix);
+}
+
+LogicalResult CpuExecutor::bindArguments(const TensorRefs &arguments,
                                          Bound &bound, DiagnosticEngine &diag,
                                          llvm::StringRef prefix) {
   unsigned before = diag.errorCount();
@@ -115,13 +130,13 @@ LogicalResult CpuExecutor::bindArguments(const NamedTensors &arguments,
                  arg.name() + "'");
       continue;
     }
-    if (it->second.type() != arg.type()) {
+    if (it->second->type() != arg.type()) {
       diag.error(prefix.str() + "tensor '" + arg.name() + "' has type " +
-                 it->second.type().str() + " but the model expects " +
+                 it->second->type().str() + " but the model expects " +
                  arg.type().str());
       continue;
     }
-    bound[i] = &it->second;
+    bound[i] = it->second;
   }
   for (const auto &[name, tensor] : arguments)
     if (!exe_.module->graph().findArgument(name))
@@ -170,6 +185,11 @@ RunResult CpuExecutor::collectResults(const Bound &bound) {
 }
 
 FailureOr<RunResult> CpuExecutor::run(const NamedTensors &arguments,
+                                      DiagnosticEngine &diag) {
+  return run(refsTo(arguments), diag);
+}
+
+FailureOr<RunResult> CpuExecutor::run(const TensorRefs &arguments,
                                       DiagnosticEngine &diag) {
   Bound bound;
   if (failed(bindArguments(arguments, bound, diag)))

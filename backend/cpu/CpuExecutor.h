@@ -45,6 +45,11 @@ public:
   // tensor or the op's location.
   FailureOr<RunResult> run(const NamedTensors &arguments,
                            DiagnosticEngine &diag);
+  // The same with the tensors held elsewhere (they must outlive the call):
+  // a runtime whose programs share tensors passes them without copies.
+  using TensorRefs = std::map<std::string, const runtime::Tensor *>;
+  FailureOr<RunResult> run(const TensorRefs &arguments,
+                           DiagnosticEngine &diag);
 
   const Executable &executable() const { return exe_; }
   uint64_t arenaBytes() const { return exe_.plan.peak; }
@@ -58,6 +63,9 @@ public:
   // Checks `arguments` as run() does and points `bound` at them (by graph
   // argument); every message starts with `prefix`.
   LogicalResult bindArguments(const NamedTensors &arguments, Bound &bound,
+                              DiagnosticEngine &diag,
+                              llvm::StringRef prefix = "");
+  LogicalResult bindArguments(const TensorRefs &arguments, Bound &bound,
                               DiagnosticEngine &diag,
                               llvm::StringRef prefix = "");
   size_t numSteps() const { return steps_.size(); }

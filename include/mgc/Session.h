@@ -120,6 +120,16 @@ struct SessionOptions {
   // communicated and applied once per step (with or without a mesh); the
   // step equals the step on the whole batch. 1: none.
   int accumulate = 1;
+  // With a pp axis in the mesh, a pipeline (docs/pipeline.md): each batch
+  // is split into `accumulate` micro-batches (1: as many as the pipeline
+  // has stages) that flow through the stages in the order of `schedule`:
+  // "gpipe", "1f1b" (the default, when empty), "interleaved" (with
+  // `virtualStages` model chunks per device) or "zb-h1". `stages` gives
+  // the layers of each stage, "0-5,6-11"; empty: balanced by the cost
+  // model.
+  std::string schedule;
+  int virtualStages = 1;
+  std::string stages;
   // Record a timeline of every device's queues (see writeTrace).
   bool trace = false;
   // With a mesh, in a job launched as several processes (mpirun, srun:

@@ -21,7 +21,10 @@ FailureOr<MeshDevices> meshDevices(const SessionOptions &options, bool onCuda,
   if (!onCuda) {
     backend::cpu::MeshOptions cpu;
     cpu.trace = options.trace;
-    return cpuMeshDevices(cpu);
+    MeshDevices devices = cpuMeshDevices(cpu);
+    devices.runsPipelines = true;
+    devices.timeoutSeconds = options.commTimeout;
+    return devices;
   }
 #if MGC_HAVE_CUDA
   bool severalProcesses = processes && processes->size() > 1;

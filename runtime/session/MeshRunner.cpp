@@ -8,6 +8,7 @@
 
 #include <cstring>
 #include <map>
+#include <thread>
 
 namespace mgc::session {
 
@@ -70,6 +71,20 @@ std::unique_ptr<MeshRunner> MeshRunner::create(MeshStep step,
   r->resident_.resize(r->local_.size());
   for (int64_t d : r->local_)
     r->times_.push_back({d, 0, 0});
+  if (s.pipeline) {
+    if (!devices.runsPipelines || r->local_.size() != 1 ||
+        (processes && processes->size() > 1)) {
+      diag.error("a pipeline (pp) runs on the CPU's simulated devices in one "
+                 "process only, for now");
+      return nullptr;
+    }
+    unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
+    unsigned perStage = std::max<unsigned>(
+        1, hardware / static_cast<unsigned>(s.pipeline->schedule.stages));
+    r->pipeline_ = PipelineRunner::create(s.pipeline, perStage,
+                                          devices.timeoutSeconds, diag);
+    return r->pipeline_ ? std::move(r) : nullptr;
+  }
   if (s.accumulate <= 1)
     return r;
   // Micro-batches whose devices run the same programs share an executor.
@@ -365,7 +380,13 @@ FailureOr<RunResult> MeshRunner::run(const NamedTensors &inputs,
   RunResult out;
   std::vector<NamedTensors> parts(n);
   auto same = [](int64_t d) { return d; };
-  if (s.accumulate > 1) {
+  if (pipeline_) {
+    std::map<int64_t, NamedTensors> pieces;
+    if (failed(runPipeline(inputs, parts, pieces, diag, context)) ||
+        failed(joinOutputs(s.logicalOf(s.micro), s.micro.programs, pieces,
+                           out.outputs, diag)))
+      return failure();
+  } else if (s.accumulate > 1) {
     // pieces: the outputs of every micro-batch device this process ran.
     std::map<int64_t, NamedTensors> pieces;
     for (int64_t i = 0; i < s.accumulate; ++i) {
@@ -425,6 +446,49 @@ FailureOr<RunResult> MeshRunner::run(const NamedTensors &inputs,
   if (counter != resident_.front().end())
     out.updates.emplace(passes::kStepStateName, counter->second);
   return out;
+}
+
+LogicalResult
+MeshRunner::runPipeline(const NamedTensors &inputs,
+                        std::vector<NamedTensors> &sums,
+                        std::map<int64_t, NamedTensors> &pieces,
+                        DiagnosticEngine &diag, llvm::StringRef context) {
+  const MeshStep &s = step_;
+  // One device holds every parameter (the mesh without pp is one device):
+  // each micro-batch's programs read them where they are.
+  std::vector<NamedTensors> cut(s.accumulate);
+  std::vector<PipelineRunner::TensorRefs> arguments(s.accumulate);
+  for (int64_t i = 0; i < s.accumulate; ++i) {
+    auto microOf = [&](int64_t d) {
+      return passes::microBatchDevice(s.mesh, s.accumulate, d, i);
+    };
+    std::vector<NamedTensors> args(1);
+    if (failed(cutInputs(s.micro, microOf, inputs, args, diag)))
+      return failure();
+    cut[i] = std::move(args[0]);
+    for (const auto &[name, t] : cut[i])
+      arguments[i][name] = &t;
+    for (const auto &[name, t] : resident_[0])
+      arguments[i].emplace(name, &t);
+  }
+  auto ran = pipeline_->run(arguments, diag, context);
+  if (ran.failed())
+    return failure();
+  for (int64_t i = 0; i < s.accumulate; ++i) {
+    NamedTensors &outputs = (*ran)[i];
+    for (auto &[name, tensor] : outputs) {
+      if (!llvm::StringRef(name).startswith(passes::kMicroSumPrefix))
+        continue;
+      auto it = sums[0].find(name);
+      if (it == sums[0].end())
+        sums[0].emplace(name, tensor);
+      else
+        it->second = runtime::sumTensors({it->second, tensor});
+    }
+    pieces[passes::microBatchDevice(s.mesh, s.accumulate, local_[0], i)] =
+        std::move(outputs);
+  }
+  return success();
 }
 
 FailureOr<std::vector<backend::TraceEvent>>

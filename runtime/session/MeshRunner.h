@@ -14,6 +14,7 @@
 #include "backend/cpu/MeshExecutor.h"
 #include "runtime/ShardedCheckpoint.h"
 #include "runtime/session/MeshStep.h"
+#include "runtime/session/PipelineRunner.h"
 #include "support/Diagnostics.h"
 #include "support/Result.h"
 
@@ -43,6 +44,11 @@ struct MeshDevices {
   // the process group's own (host memory, ProcessGroup::communicators).
   std::function<backend::CommunicatorFactory(backend::ProcessGroup &)>
       acrossProcesses;
+  // Whether the devices can run a pipeline (MeshStep::pipeline: the CPU's
+  // simulated devices, in one process), and how long a pipeline device
+  // waits for a message before the step fails.
+  bool runsPipelines = false;
+  double timeoutSeconds = 300;
 };
 
 // Simulated CPU devices with `options` (their communicators replaced by the
@@ -148,6 +154,12 @@ private:
   exchange(std::map<int64_t, backend::NamedTensors> &pieces,
            const std::function<bool(int64_t, const std::string &)> &needed,
            llvm::StringRef what, DiagnosticEngine &diag);
+  // Runs the micro-batches of a pipelined step; adds each device's sums to
+  // `sums` and every micro-batch device's outputs to `pieces`.
+  LogicalResult runPipeline(const backend::NamedTensors &inputs,
+                            std::vector<backend::NamedTensors> &sums,
+                            std::map<int64_t, backend::NamedTensors> &pieces,
+                            DiagnosticEngine &diag, llvm::StringRef context);
   FailureOr<std::vector<backend::RunResult>>
   runExecutor(backend::DeviceMesh &executor,
               const std::vector<backend::NamedTensors> &parts,
@@ -167,6 +179,8 @@ private:
   // programs, and the one each micro-batch uses.
   std::vector<std::unique_ptr<backend::DeviceMesh>> microExecutors_;
   std::vector<size_t> microExecutorOf_;
+  // With a pipeline: what runs the micro-batches instead.
+  std::unique_ptr<PipelineRunner> pipeline_;
   std::vector<backend::TraceEvent> trace_;
   // Per local device: its steps' time, its compute queue's waits for
   // communication and the bytes it sent, summed over every step; and the

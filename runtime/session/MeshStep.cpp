@@ -18,15 +18,22 @@ std::vector<const backend::Executable *> MeshPart::perDevice() const {
   return out;
 }
 
+std::unique_ptr<backend::Executable>
+compileDeviceProgram(const ir::Module &program, DiagnosticEngine &diag) {
+  auto copy = cloneModule(program, diag);
+  if (!copy || failed(runPipeline(*copy, kDeviceProgramPipeline, diag)))
+    return nullptr;
+  return backend::buildExecutable(std::move(copy), backend::cpu::scratchBytes);
+}
+
 namespace {
 
 LogicalResult compilePart(MeshPart &part, DiagnosticEngine &diag) {
   for (const auto &program : part.programs.programs) {
-    auto copy = cloneModule(*program, diag);
-    if (!copy || failed(runPipeline(*copy, kDeviceProgramPipeline, diag)))
+    auto exe = compileDeviceProgram(*program, diag);
+    if (!exe)
       return failure();
-    part.executables.push_back(
-        backend::buildExecutable(std::move(copy), backend::cpu::scratchBytes));
+    part.executables.push_back(std::move(exe));
   }
   return success();
 }
@@ -120,8 +127,27 @@ FailureOr<MeshStep> buildMeshStep(const ir::Module &model,
   }
   MeshStep out;
   out.accumulate = config.accumulate;
-  bool accumulate = config.accumulate > 1;
-  out.mesh = accumulate ? passes::withDataAxis(config.mesh) : config.mesh;
+  // A pipeline runs the micro part, even of one micro-batch, on the mesh
+  // without its pp axis.
+  const ir::MeshAxis *pp = config.mesh.findAxis(ir::kPipelineAxis);
+  ir::Mesh mesh = config.mesh;
+  if (pp) {
+    std::vector<ir::MeshAxis> rest;
+    for (const ir::MeshAxis &a : config.mesh.axes())
+      if (a.name != ir::kPipelineAxis) {
+        if (a.size != 1) {
+          diag.error("mesh " + config.mesh.str() +
+                     ": a pipeline (pp) with other axes larger than 1 does "
+                     "not run yet; give pp alone (--mesh pp=" +
+                     std::to_string(pp->size) + ")");
+          return failure();
+        }
+        rest.push_back(a);
+      }
+    mesh = ir::Mesh(std::move(rest));
+  }
+  bool accumulate = config.accumulate > 1 || pp;
+  out.mesh = accumulate ? passes::withDataAxis(mesh) : mesh;
   if (accumulate &&
       failed(checkMicroBatches(model, out.mesh, config.accumulate, diag)))
     return failure();
@@ -134,7 +160,9 @@ FailureOr<MeshStep> buildMeshStep(const ir::Module &model,
     return failure();
   out.sharded->attrs().set(ir::kMeshAttr, placement.str());
   out.sharded->attrs().set(passes::kZeroAttr, int64_t(config.zero));
-  out.sharded->attrs().set(passes::kBucketAttr, config.bucketMiB);
+  // A pipeline sums each gradient on its own: a bucket would join the
+  // gradients of different stages.
+  out.sharded->attrs().set(passes::kBucketAttr, pp ? 0.0 : config.bucketMiB);
   passes::PassManagerOptions options;
   options.verifyEach = true;
   passes::PassManager pm(options);
@@ -168,8 +196,13 @@ FailureOr<MeshStep> buildMeshStep(const ir::Module &model,
   if (fixed.failed())
     return failure();
   out.micro.programs = std::move(*fixed);
-  if (failed(compilePart(out.step, diag)) ||
-      failed(compilePart(out.micro, diag)))
+  if (failed(compilePart(out.step, diag)))
+    return failure();
+  if (pp)
+    return succeeded(buildPipelinePart(out, model, config, diag))
+               ? FailureOr<MeshStep>(std::move(out))
+               : failure();
+  if (failed(compilePart(out.micro, diag)))
     return failure();
   return out;
 }

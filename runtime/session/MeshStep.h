@@ -5,10 +5,15 @@
 #pragma once
 
 #include "backend/Executable.h"
+#include "mgc/Session.h"
+
 #include "ir/Graph.h"
 #include "ir/Sharding.h"
 #include "passes/Accumulation.h"
 #include "passes/Partition.h"
+#include "passes/PipelineSplit.h"
+#include "passes/Schedule.h"
+#include "passes/ScheduleCheck.h"
 #include "support/Diagnostics.h"
 #include "support/Result.h"
 
@@ -21,6 +26,17 @@ inline constexpr const char *kMeshTrainingPipeline =
     "mixed-precision,autodiff,shard-strategy,optimizer,canonicalize,cse,dce,"
     "shard,bucket";
 
+// How a mesh with a pp axis runs its pipeline (docs/pipeline.md).
+struct PipelineConfig {
+  passes::ScheduleKind schedule = passes::ScheduleKind::OneFOneB;
+  // Model chunks per pipeline device (the interleaved schedule's virtual
+  // stages per device); 1 otherwise.
+  int64_t chunks = 1;
+  // The layers of each (virtual) stage, "0-5,6-11"; empty: chosen by the
+  // stage balancer (passes/StageBalance.h) on identical devices.
+  std::string stages;
+};
+
 struct MeshConfig {
   ir::Mesh mesh;
   int zero = 0; // ZeRO stage: 0, 1 or 2
@@ -29,6 +45,8 @@ struct MeshConfig {
   // Micro-batches per step (gradient accumulation, passes/Accumulation.h);
   // 1: none.
   int64_t accumulate = 1;
+  // With a pp axis: the pipeline (its micro-batches are `accumulate`).
+  PipelineConfig pipeline;
 };
 
 // Device programs partitioned from one logical module, and compiled.
@@ -41,6 +59,25 @@ struct MeshPart {
   std::vector<std::unique_ptr<backend::Executable>> executables;
 
   std::vector<const backend::Executable *> perDevice() const;
+};
+
+// A pipelined step's micro-batch part: the micro program cut into the
+// programs of the stages (passes/PipelineSplit.h), run in the order of the
+// schedule (proved free of deadlock when it is built).
+struct PipelinePart {
+  passes::Schedule schedule;
+  // Per pipeline device, its program of the schedule.
+  std::vector<passes::PipeProgram> programs;
+  // The model's layers and the first of each virtual stage.
+  std::vector<std::string> layers;
+  std::vector<int64_t> first;
+  // One split per distinct micro-batch program (micro-batches usually share
+  // one), the split micro-batch i runs, and the executables of each split's
+  // programs: executables[k][s][p] for splits[k].programs[s][p].
+  std::vector<passes::PipelineSplit> splits;
+  std::vector<size_t> splitOf;
+  std::vector<std::vector<std::vector<std::unique_ptr<backend::Executable>>>>
+      executables;
 };
 
 struct MeshStep {
@@ -59,11 +96,31 @@ struct MeshStep {
   // mesh: device d runs micro-batch i with the program of micro-batch
   // device passes::microBatchDevice(mesh, accumulate, d, i).
   MeshPart micro;
+  // With a pp axis: the micro-batch part as a pipeline (instead of running
+  // `micro`'s programs whole). `mesh` is then the mesh without pp.
+  std::shared_ptr<const PipelinePart> pipeline;
 
   const ir::Module &logicalOf(const MeshPart &part) const {
     return part.logical ? *part.logical : *sharded;
   }
 };
+
+// A device program compiled for the CPU backend (after kDeviceProgramPipeline).
+std::unique_ptr<backend::Executable>
+compileDeviceProgram(const ir::Module &program, DiagnosticEngine &diag);
+
+// With a pp axis: cuts the micro part of `step` (built on the mesh without
+// pp) into the pipeline of `config` and compiles its programs.
+LogicalResult buildPipelinePart(MeshStep &step, const ir::Module &model,
+                                const MeshConfig &config,
+                                DiagnosticEngine &diag);
+
+// The configuration of the session options' mesh step on `mesh`: ZeRO,
+// buckets, micro-batches and the pipeline's settings. Reports a schedule
+// that is not one, or pipeline settings without a pp axis, and fails.
+FailureOr<MeshConfig> meshConfig(const ir::Mesh &mesh,
+                                 const SessionOptions &options,
+                                 DiagnosticEngine &diag);
 
 // Builds the step of `model` (a frontend module, train overrides applied)
 // for `config`. Reports and fails on bad settings, a mesh the model cannot

@@ -329,9 +329,10 @@ Session::create(const std::string &path, const SessionOptions &options) {
         return c.status();
       }
       module->attrs().set(session::kModelHashAttr, session::modelHash(*module));
-      auto meshStep = session::buildMeshStep(
-          *module, {*mesh, options.zero, options.bucketMiB, options.accumulate},
-          diag);
+      auto config = session::meshConfig(*mesh, options, diag);
+      if (config.failed())
+        return c.status();
+      auto meshStep = session::buildMeshStep(*module, *config, diag);
       if (meshStep.failed() ||
           failed(session::checkSamePlan(*meshStep, impl->processes,
                                         options.seed, diag)))

@@ -109,7 +109,8 @@ TEST_CASE("sharding: mesh text round trip") {
 }
 
 TEST_CASE("sharding: mesh text errors name the part that is wrong") {
-  CHECK(meshError("pp=2") == "unknown mesh axis 'pp' (expected one of dp, tp)");
+  CHECK(meshError("sp=2") ==
+        "unknown mesh axis 'sp' (expected one of pp, dp, tp)");
   CHECK(meshError("dp=0") ==
         "mesh axis 'dp' has size '0': expected an integer from 1 to 4096");
   CHECK(meshError("dp=two") ==

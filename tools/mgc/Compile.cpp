@@ -93,8 +93,17 @@ static int compileForMesh(const ir::Module &module, const MeshChoice &mesh,
                  << args.get("--device") << "'\n";
     return kUsageError;
   }
-  auto step = session::buildMeshStep(
-      module, {*mesh.mesh, mesh.zero, mesh.bucketMiB, mesh.accumulate}, diag);
+  SessionOptions options;
+  options.zero = mesh.zero;
+  options.bucketMiB = mesh.bucketMiB;
+  options.accumulate = static_cast<int>(mesh.accumulate);
+  options.schedule = mesh.schedule;
+  options.virtualStages = mesh.virtualStages;
+  options.stages = mesh.stages;
+  auto config = session::meshConfig(*mesh.mesh, options, diag);
+  if (config.failed())
+    return kUserError;
+  auto step = session::buildMeshStep(module, *config, diag);
   if (step.failed())
     return kUserError;
   ir::PrintOptions print;

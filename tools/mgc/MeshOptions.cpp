@@ -45,6 +45,21 @@ std::vector<OptionSpec> meshOptions() {
        "device, run them one after another and communicate the summed "
        "gradients once per step (the result is the step on the whole batch; "
        "works with or without a mesh)"},
+      {"--microbatches", "M",
+       "micro-batches per step, the same as --accumulate; with a pp axis "
+       "they flow through the pipeline (default: one per pipeline stage)"},
+      {"--pipeline-schedule",
+       "NAME",
+       "with a pp axis: the order in which each stage runs the forwards "
+       "and backwards of the micro-batches (default 1f1b; docs/pipeline.md)",
+       false,
+       {"gpipe", "1f1b", "interleaved", "zb-h1"}},
+      {"--virtual-stages", "V",
+       "with --pipeline-schedule interleaved: model chunks per pipeline "
+       "device (default 1)"},
+      {"--stages", "RANGES",
+       "with a pp axis: the layers (repeat iterations) of each stage, e.g. "
+       "0-5,6-11 (default: balanced by the cost model)"},
   };
 }
 
@@ -121,15 +136,41 @@ std::optional<MeshChoice> parseMeshChoice(const ParsedArgs &args,
       return usage("--bucket-mib expects a number of MiB >= 0, got '" +
                    text.str() + "'");
   }
-  if (args.has("--accumulate")) {
-    if (llvm::StringRef(args.get("--accumulate"))
-            .getAsInteger(10, choice.accumulate) ||
+  if (args.has("--accumulate") && args.has("--microbatches"))
+    return usage("--accumulate and --microbatches are one setting: give one "
+                 "of them");
+  for (const char *flag : {"--accumulate", "--microbatches"}) {
+    if (!args.has(flag))
+      continue;
+    if (llvm::StringRef(args.get(flag)).getAsInteger(10, choice.accumulate) ||
         choice.accumulate < 1 || choice.accumulate > 65536)
-      return usage("--accumulate expects a number of micro-batches from 1 "
-                   "to 65536, got '" +
-                   args.get("--accumulate") + "'");
+      return usage(std::string(flag) +
+                   " expects a number of micro-batches from 1 to 65536, got '" +
+                   args.get(flag) + "'");
     if (!choice.mesh && choice.accumulate > 1)
       choice.mesh = ir::Mesh();
+  }
+  bool pipeline = choice.mesh && choice.mesh->findAxis(ir::kPipelineAxis);
+  for (const char *flag :
+       {"--pipeline-schedule", "--virtual-stages", "--stages"})
+    if (args.has(flag) && !pipeline)
+      return usage(std::string(flag) +
+                   " is for a pipeline: give the mesh a pp axis (--mesh "
+                   "pp=N)");
+  choice.schedule = args.get("--pipeline-schedule");
+  choice.stages = args.get("--stages");
+  if (args.has("--virtual-stages")) {
+    int64_t v = 0;
+    if (llvm::StringRef(args.get("--virtual-stages")).getAsInteger(10, v) ||
+        v < 1 || v > 1024)
+      return usage("--virtual-stages expects a number of model chunks per "
+                   "device from 1 to 1024, got '" +
+                   args.get("--virtual-stages") + "'");
+    if (v > 1 && choice.schedule != "interleaved")
+      return usage("--virtual-stages " + std::to_string(v) +
+                   " is the interleaved schedule's: give "
+                   "--pipeline-schedule interleaved");
+    choice.virtualStages = static_cast<int>(v);
   }
   return choice;
 }

@@ -1,6 +1,7 @@
 // The mesh flags shared by mgc compile and mgc run: --mesh, --devices,
-// --dp-weights, --zero, --bucket-mib and --accumulate, and their checking
-// (usage errors name the flag).
+// --dp-weights, --zero, --bucket-mib, --accumulate (or --microbatches) and
+// the pipeline's --pipeline-schedule, --virtual-stages and --stages, and
+// their checking (usage errors name the flag).
 #pragma once
 
 #include "tools/mgc/Options.h"
@@ -20,6 +21,11 @@ struct MeshChoice {
   int zero = 0;
   double bucketMiB = 25;
   int64_t accumulate = 1; // micro-batches per step
+  // With a pp axis: the pipeline's settings (SessionOptions' schedule,
+  // virtualStages and stages).
+  std::string schedule;
+  int virtualStages = 1;
+  std::string stages;
 };
 
 std::vector<OptionSpec> meshOptions();

@@ -139,7 +139,8 @@ const CommandSpec &runSpec() {
               "[--precision fp32|bf16]\n"
               "       [--mesh AXES | --devices N] [--zero STAGE] "
               "[--dp-weights W,...] [--bucket-mib MIB]\n"
-              "       [--accumulate K] [--trace FILE] [--check-single] "
+              "       [--accumulate K] [--pipeline-schedule NAME] [--stages RANGES]\n"
+              "       [--trace FILE] [--check-single] "
               "[--comm-timeout S]\n"
               "       [--backend cpu|cuda|auto] [--cuda-graph] "
               "[--gpu-per-device]";
@@ -330,6 +331,9 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
     options.zero = mesh->zero;
     options.bucketMiB = mesh->bucketMiB;
     options.accumulate = mesh->accumulate;
+    options.schedule = mesh->schedule;
+    options.virtualStages = mesh->virtualStages;
+    options.stages = mesh->stages;
     options.trace = args->has("--trace");
   } else {
     for (const char *flag : {"--trace", "--check-single"})

@@ -1,0 +1,51 @@
+#include "passes/ModuleCut.h"
+
+namespace mgc::passes {
+
+using ir::Value;
+
+std::unique_ptr<ir::Module>
+ModuleExtract::build(const llvm::DenseSet<const ir::Op *> &ops) {
+  map_.clear();
+  auto m = std::make_unique<ir::Module>(from_.name());
+  m->attrs() = from_.attrs();
+  ir::Graph &g = m->graph();
+  llvm::DenseSet<const Value *> used;
+  for (const auto &op : from_.graph().ops())
+    if (ops.contains(op.get()))
+      for (const Value *v : op->operands())
+        used.insert(v);
+  for (const auto &arg : from_.graph().arguments()) {
+    if (!used.contains(arg.get()))
+      continue;
+    Value *v =
+        arg->kind() == ir::ValueKind::Input
+            ? g.addInput(arg->name(), arg->type(), arg->loc())
+        : arg->kind() == ir::ValueKind::Param
+            ? g.addParam(arg->name(), arg->type(), arg->init(), arg->loc())
+            : g.addState(arg->name(), arg->type(), arg->init(), arg->loc());
+    v->setSharding(arg->sharding());
+    map_[arg.get()] = v;
+  }
+  for (const auto &[old, name] : replaced_) {
+    if (!used.contains(old))
+      continue;
+    Value *v = g.addInput(name, old->type());
+    v->setSharding(old->sharding());
+    map_[old] = v;
+  }
+  for (const auto &op : from_.graph().ops()) {
+    if (!ops.contains(op.get()))
+      continue;
+    llvm::SmallVector<Value *, 3> operands;
+    for (const Value *v : op->operands())
+      operands.push_back(map_.lookup(v));
+    ir::Op *copy = g.createOp(op->kind(), operands, op->attrs(), op->type(),
+                              op->loc(), op->scope());
+    copy->result()->setSharding(op->result()->sharding());
+    map_[op->result()] = copy->result();
+  }
+  return m;
+}
+
+} // namespace mgc::passes
