@@ -164,6 +164,21 @@ struct SessionOptions {
 };
 
 // One device's communication on a mesh (Session::communication).
+// A pipeline's schedule as it ran (a mesh with a pp axis), over the steps
+// so far.
+struct PipelineReport {
+  int stages = 0;       // pipeline devices
+  int microBatches = 0; // per step
+  std::string schedule; // "1f1b", ...
+  // The share of the devices' time spent not computing, 1 - (time the
+  // devices computed) / (devices x the micro-batches' time): measured, and
+  // predicted by the schedule's simulation on each stage's FLOPs.
+  double bubble = 0, predictedBubble = 0;
+  // Per pipeline device: bytes it sent per step, and the share of the
+  // micro-batches' time it waited for messages.
+  std::vector<double> bytesPerStep, waiting;
+};
+
 struct DeviceCommunication {
   // The share of its steps' time that its compute queue waited on
   // communication: the exposed communication, what overlap did not hide.
@@ -221,6 +236,8 @@ public:
   // so far. With several processes every rank calls it and gets every
   // device's.
   Result<std::vector<DeviceCommunication>> communication() const;
+  // On a mesh with a pp axis: how its pipeline ran; an error otherwise.
+  Result<PipelineReport> pipelineReport() const;
 
   // Writes the timeline of the steps run so far on a mesh (options.trace) as
   // a Chrome trace-event JSON file (opens in Perfetto, chrome://tracing).

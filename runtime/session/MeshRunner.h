@@ -106,6 +106,8 @@ public:
   std::pair<int64_t, int64_t> inputRows(const std::string &name) const;
 
   const MeshStep &step() const { return step_; }
+  // What runs a pipelined step's micro-batches (null without a pp axis).
+  const PipelineRunner *pipeline() const { return pipeline_.get(); }
   // The devices of step().mesh this process runs.
   llvm::ArrayRef<int64_t> localDevices() const { return local_; }
   // The timeline of every run since the runner was made (MeshDevices::trace)

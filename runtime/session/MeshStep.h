@@ -78,6 +78,11 @@ struct PipelinePart {
   std::vector<size_t> splitOf;
   std::vector<std::vector<std::vector<std::unique_ptr<backend::Executable>>>>
       executables;
+  // Per pipeline device, the FLOPs of its work on one micro-batch (the
+  // cost model's count of its programs' ops; the mean over its chunks), and
+  // the schedule's simulation on them: the predicted bubble.
+  std::vector<passes::WorkCosts> costs;
+  passes::PipeTiming predicted;
 };
 
 struct MeshStep {

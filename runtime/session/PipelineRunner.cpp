@@ -20,6 +20,12 @@ using passes::PipeOp;
 
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
 // A message in flight: (gradient, from, to, micro-batch).
 using MessageKey = std::tuple<bool, int64_t, int64_t, int64_t>;
 
@@ -78,6 +84,14 @@ struct PipelineRunner::Shared {
   std::vector<std::vector<StageOutput>> outputs;
 };
 
+double PipelineRunner::Times::bubble() const {
+  double busy = 0;
+  for (double b : busySeconds)
+    busy += b;
+  double total = seconds * static_cast<double>(busySeconds.size());
+  return total > 0 ? 1 - busy / total : 0;
+}
+
 std::unique_ptr<PipelineRunner>
 PipelineRunner::create(std::shared_ptr<const PipelinePart> part,
                        unsigned threads, double timeoutSeconds,
@@ -99,7 +113,10 @@ PipelineRunner::create(std::shared_ptr<const PipelinePart> part,
       }
     }
   }
-  r->bytesSent_.assign(r->part_->schedule.stages, 0);
+  size_t devices = static_cast<size_t>(r->part_->schedule.stages);
+  r->times_.bytesSent.assign(devices, 0);
+  r->times_.busySeconds.assign(devices, 0);
+  r->times_.waitSeconds.assign(devices, 0);
   return r;
 }
 
@@ -171,7 +188,9 @@ void PipelineRunner::runDevice(int64_t d, Shared &shared,
           if (severity == Severity::Error && first.empty())
             first = m;
         });
+        auto started = Clock::now();
         FailureOr<backend::RunResult> ran = exe.run(refs, local);
+        times_.busySeconds[d] += secondsSince(started);
         if (ran.failed()) {
           fail(where + first);
           return;
@@ -205,7 +224,7 @@ void PipelineRunner::runDevice(int64_t d, Shared &shared,
                messageText(m) + " without its '" + name + "' (internal error)");
           return;
         }
-        bytesSent_[d] += it->second.nbytes();
+        times_.bytesSent[d] += it->second.nbytes();
         message.emplace(name, it->second);
       }
       std::lock_guard<std::mutex> lock(shared.mutex);
@@ -218,6 +237,7 @@ void PipelineRunner::runDevice(int64_t d, Shared &shared,
       const PipeMessage &m = p.message;
       NamedTensors message;
       {
+        auto started = Clock::now();
         std::unique_lock<std::mutex> lock(shared.mutex);
         auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration<double>(timeoutSeconds_);
@@ -237,6 +257,7 @@ void PipelineRunner::runDevice(int64_t d, Shared &shared,
         auto it = shared.mailbox.find(keyOf(m));
         message = std::move(it->second);
         shared.mailbox.erase(it);
+        times_.waitSeconds[d] += secondsSince(started);
       }
       NamedTensors &into = held[{m.toStage, m.micro}];
       for (auto &[name, tensor] : message)
@@ -259,6 +280,7 @@ PipelineRunner::run(const std::vector<TensorRefs> &arguments,
                std::to_string(arguments.size()));
     return failure();
   }
+  auto started = Clock::now();
   Shared shared;
   shared.context = context.str();
   shared.outputs.resize(devices);
@@ -288,6 +310,8 @@ PipelineRunner::run(const std::vector<TensorRefs> &arguments,
       diag.error(e);
       return failure();
     }
+  times_.seconds += secondsSince(started);
+  ++times_.steps;
 
   // Every output in a fixed order (micro-batch, stage, phase), so that the
   // parts of a sum add up the same way every step.

@@ -39,8 +39,18 @@ public:
   run(const std::vector<TensorRefs> &arguments, DiagnosticEngine &diag,
       llvm::StringRef context = "");
 
-  // Per pipeline device, the bytes its messages sent over the steps so far.
-  const std::vector<uint64_t> &bytesSent() const { return bytesSent_; }
+  // Per pipeline device, over the steps so far: the bytes its messages
+  // sent, the seconds it computed and the seconds it waited for messages;
+  // and the seconds the steps' micro-batches took, and the steps.
+  struct Times {
+    std::vector<uint64_t> bytesSent;
+    std::vector<double> busySeconds, waitSeconds;
+    double seconds = 0;
+    int64_t steps = 0;
+    // 1 - (time computing) / (devices x time): the measured bubble.
+    double bubble() const;
+  };
+  const Times &times() const { return times_; }
 
 private:
   PipelineRunner() = default;
@@ -55,7 +65,7 @@ private:
   std::vector<
       std::vector<std::vector<std::unique_ptr<backend::cpu::CpuExecutor>>>>
       executors_;
-  std::vector<uint64_t> bytesSent_;
+  Times times_;
 };
 
 } // namespace mgc::session

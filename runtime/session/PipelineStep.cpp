@@ -74,6 +74,32 @@ FailureOr<std::vector<int64_t>> balancedStages(const ir::Module &model,
   return plan->first;
 }
 
+double programFlops(const ir::Module &program) {
+  double flops = 0;
+  for (const auto &op : program.graph().ops())
+    flops += passes::opWork(*op).flops;
+  return flops;
+}
+
+// Each pipeline device's work on one micro-batch, from its programs.
+std::vector<passes::WorkCosts> deviceCosts(const passes::PipelineSplit &split,
+                                           const passes::Schedule &schedule) {
+  std::vector<passes::WorkCosts> out(schedule.stages,
+                                     passes::WorkCosts{0, 0, 0, 0});
+  for (int64_t v = 0; v < split.stages; ++v) {
+    const auto &programs = split.programs[v];
+    double f = programFlops(*programs[0]), b = programFlops(*programs[1]);
+    double w = split.splitBackward ? programFlops(*programs[2]) : 0;
+    passes::WorkCosts &c = out[schedule.deviceOf(v)];
+    double share = 1.0 / static_cast<double>(schedule.chunks);
+    c.forward += f * share;
+    c.backward += (b + w) * share;
+    c.inputGrad += b * share;
+    c.weightGrad += w * share;
+  }
+  return out;
+}
+
 } // namespace
 
 LogicalResult buildPipelinePart(MeshStep &step, const ir::Module &model,
@@ -131,7 +157,9 @@ LogicalResult buildPipelinePart(MeshStep &step, const ir::Module &model,
   }
 
   part->programs = passes::lowerSchedule(part->schedule);
-  std::string deadlock = passes::checkPipePrograms(part->programs);
+  part->costs = deviceCosts(part->splits.front(), part->schedule);
+  std::string deadlock =
+      passes::checkPipePrograms(part->programs, part->costs, &part->predicted);
   if (!deadlock.empty()) {
     diag.error("pipeline schedule " +
                std::string(passes::scheduleName(pc.schedule)) + ": " +

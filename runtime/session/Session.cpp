@@ -576,6 +576,28 @@ Result<std::vector<DeviceCommunication>> Session::communication() const {
   return *devices;
 }
 
+Result<PipelineReport> Session::pipelineReport() const {
+  const session::PipelineRunner *runner =
+      impl_->meshRunner ? impl_->meshRunner->pipeline() : nullptr;
+  if (!runner)
+    return Status::error("error: a pipeline report needs a mesh with a pp "
+                         "axis (SessionOptions::mesh)");
+  const session::PipelinePart &part = *impl_->meshRunner->step().pipeline;
+  const session::PipelineRunner::Times &t = runner->times();
+  PipelineReport r;
+  r.stages = static_cast<int>(part.schedule.stages);
+  r.microBatches = static_cast<int>(part.schedule.micro);
+  r.schedule = passes::scheduleName(part.schedule.kind);
+  r.bubble = t.bubble();
+  r.predictedBubble = part.predicted.bubble;
+  double steps = static_cast<double>(std::max<int64_t>(1, t.steps));
+  for (size_t d = 0; d < t.bytesSent.size(); ++d) {
+    r.bytesPerStep.push_back(static_cast<double>(t.bytesSent[d]) / steps);
+    r.waiting.push_back(t.seconds > 0 ? t.waitSeconds[d] / t.seconds : 0);
+  }
+  return r;
+}
+
 Status Session::writeTrace(const std::string &path) const {
   if (!impl_->meshRunner)
     return Status::error("error: a trace is recorded only for a step on a "

@@ -595,7 +595,24 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
         return rc;
   }
   progress.finish(gInterrupted ? "interrupted" : "done");
-  if (mesh->mesh && !mesh->mesh->isTrivial()) {
+  if (mesh->mesh && mesh->mesh->findAxis(ir::kPipelineAxis)) {
+    auto report = s.pipelineReport();
+    if (!report)
+      return errorExit(report.status().message());
+    out << "pipeline: " << report->stages << " stages, " << report->schedule
+        << ", " << report->microBatches << " micro-batches per step: bubble "
+        << llvm::format("%.1f%%", 100 * report->bubble)
+        << " measured, "
+        << llvm::format("%.1f%%", 100 * report->predictedBubble)
+        << " predicted; sent per step:";
+    for (size_t d = 0; d < report->bytesPerStep.size(); ++d)
+      out << (d ? "," : "") << " device " << d << " "
+          << backend::formatBytes(
+                 static_cast<uint64_t>(report->bytesPerStep[d]))
+          << " (" << llvm::format("%.1f%%", 100 * report->waiting[d])
+          << " waiting)";
+    out << "\n";
+  } else if (mesh->mesh && !mesh->mesh->isTrivial()) {
     auto devices = s.communication();
     if (!devices)
       return errorExit(devices.status().message());
