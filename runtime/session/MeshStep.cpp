@@ -43,7 +43,8 @@ LogicalResult compilePart(MeshPart &part, DiagnosticEngine &diag) {
 // device; each must have at least one example, and without dp weights all
 // must be equal.
 LogicalResult checkMicroBatches(const ir::Module &model, const ir::Mesh &mesh,
-                                int64_t k, DiagnosticEngine &diag) {
+                                int64_t k, bool pipeline,
+                                DiagnosticEngine &diag) {
   std::vector<ir::Value *> inputs = model.graph().inputs();
   if (inputs.empty() || inputs.front()->type().rank() == 0) {
     diag.error("gradient accumulation splits the batch (the first dimension "
@@ -60,13 +61,16 @@ LogicalResult checkMicroBatches(const ir::Module &model, const ir::Mesh &mesh,
                 ? batch % dp.size == 0
                 : *std::min_element(sizes.begin(), sizes.end()) > 0;
   if (!ok) {
+    std::string why =
+        pipeline ? "the pipeline's micro-batches; --microbatches sets how "
+                   "many"
+                 : std::to_string(k) + " micro-batches on each of the " +
+                       std::to_string(dp.size / k) + " dp devices";
     diag.error(x->loc(), "input '" + x->name() + "': its batch of " +
                              std::to_string(batch) + " does not split into " +
                              std::to_string(dp.size) +
                              (dp.weights.empty() ? " equal" : " non-empty") +
-                             " micro-batches (" + std::to_string(k) +
-                             " micro-batches on each of the " +
-                             std::to_string(dp.size / k) + " dp devices)");
+                             " micro-batches (" + why + ")");
     return failure();
   }
   return success();
@@ -149,7 +153,7 @@ FailureOr<MeshStep> buildMeshStep(const ir::Module &model,
   bool accumulate = config.accumulate > 1 || pp;
   out.mesh = accumulate ? passes::withDataAxis(mesh) : mesh;
   if (accumulate &&
-      failed(checkMicroBatches(model, out.mesh, config.accumulate, diag)))
+      failed(checkMicroBatches(model, out.mesh, config.accumulate, pp, diag)))
     return failure();
   ir::Mesh placement = accumulate
                            ? passes::microBatchMesh(out.mesh, config.accumulate)

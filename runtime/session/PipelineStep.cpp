@@ -112,7 +112,7 @@ LogicalResult buildPipelinePart(MeshStep &step, const ir::Module &model,
   auto schedule = passes::makeSchedule(pc.schedule, pp->size, step.accumulate,
                                        pc.chunks, error);
   if (schedule.failed()) {
-    diag.error("--schedule " + std::string(passes::scheduleName(pc.schedule)) +
+    diag.error("--pipeline-schedule " + std::string(passes::scheduleName(pc.schedule)) +
                " on " + std::to_string(pp->size) + " stages and " +
                std::to_string(step.accumulate) + " micro-batches: " + error);
     return failure();
