@@ -47,6 +47,26 @@ inline Compiled compileFile(const std::string &path,
   return c;
 }
 
+// A model of samples/ (e.g. "gpt.mg") with `defines`.
+inline Compiled compileSample(const std::string &name,
+                              const ConstOverrides &defines = {}) {
+  return compileFile(std::string(MGC_SOURCE_DIR) + "/samples/" + name,
+                     defines);
+}
+
+// samples/gpt.mg with V = 64, B = 4, 2 heads, and these sizes; null when
+// it does not compile.
+inline std::unique_ptr<ir::Module> tinyGpt(int64_t layers, int64_t T,
+                                           int64_t D) {
+  return compileSample("gpt.mg", {{"V", "64"},
+                                  {"T", std::to_string(T)},
+                                  {"D", std::to_string(D)},
+                                  {"H", "2"},
+                                  {"L", std::to_string(layers)},
+                                  {"B", "4"}})
+      .module;
+}
+
 inline bool contains(const std::string &haystack, const std::string &needle) {
   return haystack.find(needle) != std::string::npos;
 }

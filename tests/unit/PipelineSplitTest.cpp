@@ -7,7 +7,7 @@
 // outputs of the micro program.
 #include "passes/PipelineSplit.h"
 
-#include "frontend/Frontend.h"
+#include "FrontendTestSupport.h"
 #include "runtime/session/MeshStep.h"
 
 #include <doctest/doctest.h>
@@ -20,16 +20,7 @@ using namespace mgc::passes;
 namespace {
 
 std::unique_ptr<ir::Module> tinyGpt(int64_t layers) {
-  DiagnosticEngine diag;
-  frontend::CompileOptions options;
-  options.defines = {{"V", "64"},
-                     {"T", "8"},
-                     {"D", "16"},
-                     {"H", "2"},
-                     {"L", std::to_string(layers)},
-                     {"B", "4"}};
-  auto m = frontend::compileModelFile(
-      std::string(MGC_SOURCE_DIR) + "/samples/gpt.mg", options, diag);
+  auto m = frontend::testing::tinyGpt(layers, 8, 16);
   REQUIRE(m);
   return m;
 }

@@ -4,7 +4,7 @@
 // module whose split would pass a value backwards, and splits that are
 // not splits, are refused.
 #include "passes/PipelineStages.h"
-#include "frontend/Frontend.h"
+#include "FrontendTestSupport.h"
 #include "ir/TextParser.h"
 
 #include <doctest/doctest.h>
@@ -15,16 +15,7 @@ using namespace mgc::passes;
 namespace {
 
 std::unique_ptr<ir::Module> tinyGpt(int64_t layers) {
-  DiagnosticEngine diag;
-  frontend::CompileOptions options;
-  options.defines = {{"V", "64"},
-                     {"T", "16"},
-                     {"D", "32"},
-                     {"H", "2"},
-                     {"L", std::to_string(layers)},
-                     {"B", "4"}};
-  auto m = frontend::compileModelFile(
-      std::string(MGC_SOURCE_DIR) + "/samples/gpt.mg", options, diag);
+  auto m = frontend::testing::tinyGpt(layers, 16, 32);
   REQUIRE(m);
   return m;
 }
