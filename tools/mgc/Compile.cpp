@@ -12,6 +12,7 @@
 #include "llvm/Support/Format.h"
 #include "runtime/session/MeshStep.h"
 #include "runtime/session/Pipeline.h"
+#include "runtime/session/PipelinePlan.h"
 
 #include "llvm/Support/raw_ostream.h"
 
@@ -71,6 +72,53 @@ const CommandSpec &compileSpec() {
   return spec;
 }
 
+// A pipelined step: its plan, or the programs of every stage (ir) or of
+// one pipeline device (device-ir), then the apply part.
+static int emitPipeline(const session::MeshStep &step, const std::string &emit,
+                        int64_t device, const ir::PrintOptions &print,
+                        const ParsedArgs &args, DiagnosticEngine &diag) {
+  const session::PipelinePart &part = *step.pipeline;
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  std::string applyTitle = "// The apply part: runs once per step, with the "
+                           "gradients summed over the micro-batches.\n";
+  if (emit == "plan") {
+    session::printPipelinePlan(part, os);
+    os << "\n" << llvm::StringRef(applyTitle).drop_front(3);
+    std::vector<const backend::Executable *> executables;
+    for (const auto &exe : step.step.executables)
+      executables.push_back(exe.get());
+    backend::printPlan(backend::buildPlanReport(step.logicalOf(step.step),
+                                                step.step.programs,
+                                                executables),
+                       os);
+    return emitText(os.str(), args, diag);
+  }
+  if (emit != "ir" && emit != "device-ir") {
+    llvm::errs() << "mgc compile: error: --emit=" << emit
+                 << " does not show a pipeline yet (use plan, ir or "
+                    "device-ir)\n";
+    return kUsageError;
+  }
+  const passes::PipelineSplit &split = part.splits.front();
+  for (int64_t s = 0; s < split.stages; ++s) {
+    int64_t d = part.schedule.deviceOf(s);
+    if (emit == "device-ir" && d != device)
+      continue;
+    for (int p = 0; p < split.numPhases(); ++p)
+      os << "// Stage " << s << " on device " << d << ", its "
+         << passes::phaseName(static_cast<passes::Phase>(p),
+                              split.splitBackward)
+         << " program (of every micro-batch"
+         << (part.splits.size() > 1 ? " that runs the first split" : "")
+         << "): pipe.* inputs are what it receives or kept from an earlier "
+            "phase, pipe.* outputs what it sends or keeps.\n"
+         << ir::printModuleToString(*split.programs[s][p], print) << "\n";
+  }
+  os << applyTitle << ir::printModuleToString(*step.step.logical, print);
+  return emitText(os.str(), args, diag);
+}
+
 // The training step partitioned for a mesh: the sharded step or one
 // device's program.
 static int compileForMesh(const ir::Module &module, const MeshChoice &mesh,
@@ -108,6 +156,8 @@ static int compileForMesh(const ir::Module &module, const MeshChoice &mesh,
     return kUserError;
   ir::PrintOptions print;
   print.locations = args.has("--locations");
+  if (step->pipeline)
+    return emitPipeline(*step, emit, device, print, args, diag);
   // With accumulation every output names its two parts: the micro-batch
   // part (run K times per step) and the apply part (once).
   bool accumulate = step->accumulate > 1;

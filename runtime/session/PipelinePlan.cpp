@@ -1,0 +1,126 @@
+#include "runtime/session/PipelinePlan.h"
+
+#include "backend/PlanReport.h"
+
+#include "llvm/Support/Format.h"
+
+#include <map>
+#include <set>
+
+namespace mgc::session {
+
+namespace {
+
+uint64_t bytesOf(const ir::TensorType &type) {
+  return static_cast<uint64_t>(type.size()) * ir::dtypeBytes(type.dtype);
+}
+
+std::string layerRange(const PipelinePart &part, int64_t stage) {
+  int64_t first = part.first[stage];
+  int64_t last = stage + 1 < static_cast<int64_t>(part.first.size())
+                     ? part.first[stage + 1] - 1
+                     : static_cast<int64_t>(part.layers.size()) - 1;
+  std::string s = "layers " + std::to_string(first);
+  if (last != first)
+    s += "-" + std::to_string(last);
+  s += " (" + part.layers[first];
+  if (last != first)
+    s += " .. " + part.layers[last];
+  return s + ")";
+}
+
+// The values of `across` (indices into split.values), as
+// "f32[2, 8, 16] (1.0 KiB)" or "2 values (2.0 KiB)".
+std::string valuesText(const passes::PipelineSplit &split,
+                       const std::vector<size_t> &across) {
+  uint64_t bytes = 0;
+  for (size_t i : across)
+    bytes += bytesOf(split.values[i].type);
+  std::string what = across.size() == 1
+                         ? split.values[across[0]].type.str()
+                         : std::to_string(across.size()) + " values";
+  return what + " (" + backend::formatBytes(bytes) + ")";
+}
+
+} // namespace
+
+void printPipelinePlan(const PipelinePart &part, llvm::raw_ostream &os) {
+  const passes::Schedule &schedule = part.schedule;
+  const passes::PipelineSplit &split = part.splits.front();
+  os << "Pipeline: " << schedule.stages
+     << (schedule.chunks > 1 ? " devices, " + std::to_string(split.stages) +
+                                   " virtual stages"
+                             : " stages")
+     << ", schedule " << passes::scheduleName(schedule.kind) << ", "
+     << schedule.micro << " micro-batches per step.\n";
+  os << "Each stage's programs: "
+     << (split.splitBackward ? "F (forward), I (input gradient), W (weight "
+                               "gradient)"
+                             : "F (forward), B (backward)")
+     << "; the optimizer runs once per step over every stage's "
+        "parameters.\n\n";
+
+  // The parameters each stage's programs read.
+  std::map<std::string, std::vector<int64_t>> stagesOf;
+  std::map<std::string, uint64_t> paramBytes;
+  for (int64_t s = 0; s < split.stages; ++s) {
+    std::set<std::string> seen;
+    for (const auto &program : split.programs[s])
+      for (const auto &arg : program->graph().arguments())
+        if (arg->kind() == ir::ValueKind::Param &&
+            seen.insert(arg->name()).second) {
+          stagesOf[arg->name()].push_back(s);
+          paramBytes[arg->name()] = bytesOf(arg->type());
+        }
+  }
+  os << "Stages (work of one micro-batch, from the cost model):\n";
+  for (int64_t s = 0; s < split.stages; ++s) {
+    size_t params = 0;
+    uint64_t bytes = 0;
+    for (const auto &[name, stages] : stagesOf)
+      if (llvm::is_contained(stages, s)) {
+        ++params;
+        bytes += paramBytes[name];
+      }
+    int64_t device = schedule.deviceOf(s);
+    const passes::WorkCosts &c = part.costs[device];
+    os << "  stage " << s << " on device " << device << ": "
+       << layerRange(part, s) << "; " << params << " parameters, "
+       << backend::formatBytes(bytes);
+    if (schedule.chunks == 1)
+      os << "; " << llvm::format("%.3g", c.forward / 1e9) << " GFLOP forward, "
+         << llvm::format("%.3g", c.backward / 1e9) << " GFLOP backward";
+    os << "\n";
+  }
+  os << "\nMessages per micro-batch:\n";
+  for (int64_t b = 0; b + 1 < split.stages; ++b)
+    os << "  stage " << b << " -> " << b + 1 << ": "
+       << valuesText(split, split.forwardAcross[b])
+       << "; back: " << valuesText(split, split.backwardAcross[b]) << "\n";
+  bool anyShared = false;
+  for (const auto &[name, stages] : stagesOf)
+    if (stages.size() > 1) {
+      if (!anyShared)
+        os << "\nParameters of several stages (each gives its part of the "
+              "gradient, summed once per micro-batch):\n";
+      anyShared = true;
+      os << "  " << name << " on stages";
+      for (size_t i = 0; i < stages.size(); ++i)
+        os << (i ? ", " : " ") << stages[i];
+      os << "\n";
+    }
+
+  os << "\nSchedule (proved free of deadlock):\n"
+     << passes::scheduleOrderText(schedule) << "\n";
+  os << "Predicted on the stages' FLOPs: bubble "
+     << llvm::format("%.1f%%", 100 * part.predicted.bubble) << "\n";
+  passes::PipeTiming unit;
+  if (passes::checkPipePrograms(part.programs, passes::WorkCosts{}, &unit)
+          .empty())
+    os << "On unit costs (F = 1, B = 2"
+       << (split.splitBackward ? ", I = W = 1" : "") << "): bubble "
+       << llvm::format("%.1f%%", 100 * unit.bubble) << "\n"
+       << passes::scheduleGrid(schedule, part.programs, unit);
+}
+
+} // namespace mgc::session
