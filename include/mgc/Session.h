@@ -174,8 +174,9 @@ struct PipelineReport {
   // devices computed) / (devices x the micro-batches' time): measured, and
   // predicted by the schedule's simulation on each stage's FLOPs.
   double bubble = 0, predictedBubble = 0;
-  // Per pipeline device: bytes it sent per step, and the share of the
-  // micro-batches' time it waited for messages.
+  // Per pipeline device (the devices of its stage together): bytes it sent
+  // per step, and the share of the micro-batches' time its devices waited
+  // for messages, on average.
   std::vector<double> bytesPerStep, waiting;
 };
 

@@ -72,8 +72,7 @@ std::unique_ptr<MeshRunner> MeshRunner::create(MeshStep step,
   for (int64_t d : r->local_)
     r->times_.push_back({d, 0, 0});
   if (s.pipeline) {
-    if (!devices.runsPipelines || r->local_.size() != 1 ||
-        (processes && processes->size() > 1)) {
+    if (!devices.runsPipelines || (processes && processes->size() > 1)) {
       diag.error("a pipeline (pp) runs on the CPU's simulated devices in one "
                  "process only, for now");
       return nullptr;
@@ -448,46 +447,50 @@ FailureOr<RunResult> MeshRunner::run(const NamedTensors &inputs,
   return out;
 }
 
-LogicalResult
-MeshRunner::runPipeline(const NamedTensors &inputs,
-                        std::vector<NamedTensors> &sums,
-                        std::map<int64_t, NamedTensors> &pieces,
-                        DiagnosticEngine &diag, llvm::StringRef context) {
+LogicalResult MeshRunner::runPipeline(const NamedTensors &inputs,
+                                      std::vector<NamedTensors> &sums,
+                                      std::map<int64_t, NamedTensors> &pieces,
+                                      DiagnosticEngine &diag,
+                                      llvm::StringRef context) {
   const MeshStep &s = step_;
-  // One device holds every parameter (the mesh without pp is one device):
-  // each micro-batch's programs read them where they are.
-  std::vector<NamedTensors> cut(s.accumulate);
-  std::vector<PipelineRunner::TensorRefs> arguments(s.accumulate);
+  // Each device of the stage mesh holds its parts of every stage's
+  // parameters: its programs on each stage read them where they are.
+  size_t n = local_.size();
+  std::vector<std::vector<NamedTensors>> cut(s.accumulate);
+  PipelineRunner::PerDevice arguments(s.accumulate);
   for (int64_t i = 0; i < s.accumulate; ++i) {
     auto microOf = [&](int64_t d) {
       return passes::microBatchDevice(s.mesh, s.accumulate, d, i);
     };
-    std::vector<NamedTensors> args(1);
-    if (failed(cutInputs(s.micro, microOf, inputs, args, diag)))
+    cut[i].resize(n);
+    if (failed(cutInputs(s.micro, microOf, inputs, cut[i], diag)))
       return failure();
-    cut[i] = std::move(args[0]);
-    for (const auto &[name, t] : cut[i])
-      arguments[i][name] = &t;
-    for (const auto &[name, t] : resident_[0])
-      arguments[i].emplace(name, &t);
+    arguments[i].resize(n);
+    for (size_t k = 0; k < n; ++k) {
+      for (const auto &[name, t] : cut[i][k])
+        arguments[i][k][name] = &t;
+      for (const auto &[name, t] : resident_[k])
+        arguments[i][k].emplace(name, &t);
+    }
   }
   auto ran = pipeline_->run(arguments, diag, context);
   if (ran.failed())
     return failure();
-  for (int64_t i = 0; i < s.accumulate; ++i) {
-    NamedTensors &outputs = (*ran)[i];
-    for (auto &[name, tensor] : outputs) {
-      if (!llvm::StringRef(name).startswith(passes::kMicroSumPrefix))
-        continue;
-      auto it = sums[0].find(name);
-      if (it == sums[0].end())
-        sums[0].emplace(name, tensor);
-      else
-        it->second = runtime::sumTensors({it->second, tensor});
+  for (int64_t i = 0; i < s.accumulate; ++i)
+    for (size_t k = 0; k < n; ++k) {
+      NamedTensors &outputs = (*ran)[i][k];
+      for (auto &[name, tensor] : outputs) {
+        if (!llvm::StringRef(name).startswith(passes::kMicroSumPrefix))
+          continue;
+        auto it = sums[k].find(name);
+        if (it == sums[k].end())
+          sums[k].emplace(name, tensor);
+        else
+          it->second = runtime::sumTensors({it->second, tensor});
+      }
+      pieces[passes::microBatchDevice(s.mesh, s.accumulate, local_[k], i)] =
+          std::move(outputs);
     }
-    pieces[passes::microBatchDevice(s.mesh, s.accumulate, local_[0], i)] =
-        std::move(outputs);
-  }
   return success();
 }
 

@@ -138,16 +138,8 @@ FailureOr<MeshStep> buildMeshStep(const ir::Module &model,
   if (pp) {
     std::vector<ir::MeshAxis> rest;
     for (const ir::MeshAxis &a : config.mesh.axes())
-      if (a.name != ir::kPipelineAxis) {
-        if (a.size != 1) {
-          diag.error("mesh " + config.mesh.str() +
-                     ": a pipeline (pp) with other axes larger than 1 does "
-                     "not run yet; give pp alone (--mesh pp=" +
-                     std::to_string(pp->size) + ")");
-          return failure();
-        }
+      if (a.name != ir::kPipelineAxis)
         rest.push_back(a);
-      }
     mesh = ir::Mesh(std::move(rest));
   }
   bool accumulate = config.accumulate > 1 || pp;

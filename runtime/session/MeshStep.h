@@ -71,11 +71,17 @@ struct PipelinePart {
   // The model's layers and the first of each virtual stage.
   std::vector<std::string> layers;
   std::vector<int64_t> first;
-  // One split per distinct micro-batch program (micro-batches usually share
-  // one), the split micro-batch i runs, and the executables of each split's
+  // Every stage is a copy of the mesh without pp (MeshStep::mesh): its
+  // device d runs the part of the stage's work that device d of that mesh
+  // would, with the same collectives among the stage's devices, and talks
+  // to device d of the stages before and after it.
+  ir::Mesh stageMesh;
+  // One split per distinct micro-batch program (the devices of a mesh, and
+  // micro-batches, often share one), the split device d runs on
+  // micro-batch i (splitOf[i][d]), and the executables of each split's
   // programs: executables[k][s][p] for splits[k].programs[s][p].
   std::vector<passes::PipelineSplit> splits;
-  std::vector<size_t> splitOf;
+  std::vector<std::vector<size_t>> splitOf;
   std::vector<std::vector<std::vector<std::unique_ptr<backend::Executable>>>>
       executables;
   // Per pipeline device, the FLOPs of its work on one micro-batch (the
@@ -102,7 +108,8 @@ struct MeshStep {
   // device passes::microBatchDevice(mesh, accumulate, d, i).
   MeshPart micro;
   // With a pp axis: the micro-batch part as a pipeline (instead of running
-  // `micro`'s programs whole). `mesh` is then the mesh without pp.
+  // `micro`'s programs whole). `mesh` is then the mesh without pp, on which
+  // the apply part runs once per step over every stage's parameters.
   std::shared_ptr<const PipelinePart> pipeline;
 
   const ir::Module &logicalOf(const MeshPart &part) const {

@@ -1,5 +1,6 @@
 #include "runtime/session/PipelineRunner.h"
 
+#include "backend/cpu/InProcessCommunicator.h"
 #include "runtime/ShardTensor.h"
 
 #include <algorithm>
@@ -26,11 +27,12 @@ double secondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// A message in flight: (gradient, from, to, micro-batch).
-using MessageKey = std::tuple<bool, int64_t, int64_t, int64_t>;
+// A message in flight: (gradient, from, to, micro-batch, device of the
+// stage mesh).
+using MessageKey = std::tuple<bool, int64_t, int64_t, int64_t, int64_t>;
 
-MessageKey keyOf(const PipeMessage &m) {
-  return {m.gradient, m.fromStage, m.toStage, m.micro};
+MessageKey keyOf(const PipeMessage &m, int64_t r) {
+  return {m.gradient, m.fromStage, m.toStage, m.micro, r};
 }
 
 std::string messageText(const PipeMessage &m) {
@@ -66,7 +68,7 @@ std::vector<Phase> phasesOf(passes::Work work, bool splitBackward) {
 
 // One output of a stage's program on a micro-batch.
 struct StageOutput {
-  int64_t micro = 0, stage = 0;
+  int64_t micro = 0, device = 0, stage = 0;
   Phase phase = Phase::Forward;
   std::string name;
   runtime::Tensor tensor;
@@ -80,15 +82,20 @@ struct PipelineRunner::Shared {
   std::map<MessageKey, NamedTensors> mailbox;
   bool aborted = false;
   std::string context;
-  // Per device, what its programs gave that is not a pipe value.
+  // Per thread (device r of pipeline device d is thread d * devices per
+  // stage + r): what its programs gave that is not a pipe value, its bytes
+  // sent and its seconds computing and waiting.
   std::vector<std::vector<StageOutput>> outputs;
+  std::vector<uint64_t> bytesSent;
+  std::vector<double> busySeconds, waitSeconds;
 };
 
 double PipelineRunner::Times::bubble() const {
   double busy = 0;
   for (double b : busySeconds)
     busy += b;
-  double total = seconds * static_cast<double>(busySeconds.size());
+  double total = seconds * static_cast<double>(busySeconds.size()) *
+                 static_cast<double>(devicesPerStage);
   return total > 0 ? 1 - busy / total : 0;
 }
 
@@ -99,30 +106,49 @@ PipelineRunner::create(std::shared_ptr<const PipelinePart> part,
   std::unique_ptr<PipelineRunner> r(new PipelineRunner());
   r->part_ = std::move(part);
   r->timeoutSeconds_ = timeoutSeconds;
-  backend::cpu::CpuOptions options;
-  options.threads = std::max(1u, threads);
-  for (const auto &split : r->part_->executables) {
-    auto &stages = r->executors_.emplace_back();
-    for (const auto &phases : split) {
-      auto &out = stages.emplace_back();
-      for (const auto &exe : phases) {
-        auto e = backend::cpu::CpuExecutor::create(*exe, options, diag);
-        if (!e)
-          return nullptr;
-        out.push_back(std::move(e));
+  const PipelinePart &p = *r->part_;
+  int64_t devices = p.schedule.stages;
+  int64_t perStage = p.stageMesh.numDevices();
+  if (perStage > 1)
+    for (int64_t d = 0; d < devices; ++d)
+      r->collectives_.push_back(
+          std::make_unique<backend::cpu::InProcessMesh>(p.stageMesh));
+  for (int64_t d = 0; d < perStage; ++d)
+    for (const std::vector<size_t> &ofDevice : p.splitOf) {
+      size_t k = ofDevice[d];
+      auto [it, inserted] = r->executors_.try_emplace({d, k});
+      if (!inserted)
+        continue;
+      for (size_t v = 0; v < p.executables[k].size(); ++v) {
+        backend::cpu::CpuOptions options;
+        options.threads = std::max(1u, threads);
+        if (perStage > 1)
+          options.comm =
+              &r->collectives_[p.schedule.deviceOf(static_cast<int64_t>(v))]
+                   ->endpoint(d);
+        auto &phases = it->second.emplace_back();
+        for (const auto &exe : p.executables[k][v]) {
+          auto e = backend::cpu::CpuExecutor::create(*exe, options, diag);
+          if (!e)
+            return nullptr;
+          phases.push_back(std::move(e));
+        }
       }
     }
-  }
-  size_t devices = static_cast<size_t>(r->part_->schedule.stages);
   r->times_.bytesSent.assign(devices, 0);
   r->times_.busySeconds.assign(devices, 0);
   r->times_.waitSeconds.assign(devices, 0);
+  r->times_.devicesPerStage = perStage;
   return r;
 }
 
-void PipelineRunner::runDevice(int64_t d, Shared &shared,
-                               const std::vector<TensorRefs> &arguments,
-                               std::string &error) {
+void PipelineRunner::abortCollectives(const std::string &why) {
+  for (auto &c : collectives_)
+    c->abort(why);
+}
+
+void PipelineRunner::runDevice(int64_t d, int64_t r, Shared &shared,
+                               const PerDevice &arguments, std::string &error) {
   const PipelinePart &part = *part_;
   const passes::Schedule &schedule = part.schedule;
   // What each of the device's stages holds of each micro-batch: the pipe
@@ -133,36 +159,45 @@ void PipelineRunner::runDevice(int64_t d, Shared &shared,
   std::vector<std::pair<int64_t, int64_t>> done;
   auto fail = [&](const std::string &why) {
     error = why;
-    std::lock_guard<std::mutex> lock(shared.mutex);
-    shared.aborted = true;
-    shared.changed.notify_all();
+    {
+      std::lock_guard<std::mutex> lock(shared.mutex);
+      shared.aborted = true;
+      shared.changed.notify_all();
+    }
+    abortCollectives(why);
   };
+  // "device 1" of a pipeline alone, "device 1.2" (device 2 of pipeline
+  // device 1's stage mesh) on a mesh.
+  std::string self = "device " + std::to_string(d) +
+                     (part.stageMesh.numDevices() > 1 ? "." + std::to_string(r)
+                                                      : std::string());
   auto aborted = [&] {
     std::lock_guard<std::mutex> lock(shared.mutex);
     return shared.aborted;
   };
-  std::vector<StageOutput> &outputs = shared.outputs[d];
+  size_t thread = static_cast<size_t>(d * part.stageMesh.numDevices() + r);
+  std::vector<StageOutput> &outputs = shared.outputs[thread];
 
   for (const PipeOp &op : part.programs[d]) {
     if (aborted())
       return;
     if (op.kind == PipeOp::Kind::Collective) {
-      fail("device " + std::to_string(d) + ": the pipeline's programs hold " +
-           op.what + ", which the CPU pipeline does not run");
+      fail(self + ": the pipeline's programs hold " + op.what +
+           ", which the CPU pipeline does not run");
       return;
     }
     if (op.kind == PipeOp::Kind::Compute) {
       int64_t stage = schedule.virtualStage(d, op.slot.chunk);
       int64_t micro = op.slot.micro;
-      size_t k = part.splitOf[micro];
+      size_t k = part.splitOf[micro][r];
       const PipelineSplit &split = part.splits[k];
       NamedTensors &mine = held[{stage, micro}];
       std::vector<Phase> phases = phasesOf(op.slot.work, split.splitBackward);
       for (Phase phase : phases) {
         backend::cpu::CpuExecutor &exe =
-            *executors_[k][stage][static_cast<size_t>(phase)];
+            *executors_.at({r, k})[stage][static_cast<size_t>(phase)];
         std::string where =
-            shared.context + "micro-batch " + std::to_string(micro) +
+            shared.context + self + ", micro-batch " + std::to_string(micro) +
             ", stage " + std::to_string(stage) + " (" +
             passes::phaseName(phase, split.splitBackward) + "): ";
         TensorRefs refs;
@@ -178,8 +213,8 @@ void PipelineRunner::runDevice(int64_t d, Shared &shared,
             refs[name] = &it->second;
             continue;
           }
-          auto it = arguments[micro].find(name);
-          if (it != arguments[micro].end())
+          auto it = arguments[micro][r].find(name);
+          if (it != arguments[micro][r].end())
             refs[name] = it->second;
         }
         std::string first;
@@ -190,7 +225,7 @@ void PipelineRunner::runDevice(int64_t d, Shared &shared,
         });
         auto started = Clock::now();
         FailureOr<backend::RunResult> ran = exe.run(refs, local);
-        times_.busySeconds[d] += secondsSince(started);
+        shared.busySeconds[thread] += secondsSince(started);
         if (ran.failed()) {
           fail(where + first);
           return;
@@ -199,7 +234,8 @@ void PipelineRunner::runDevice(int64_t d, Shared &shared,
           if (llvm::StringRef(name).startswith(passes::kPipeValuePrefix))
             mine.insert_or_assign(name, std::move(tensor));
           else
-            outputs.push_back({micro, stage, phase, name, std::move(tensor)});
+            outputs.push_back(
+                {micro, r, stage, phase, name, std::move(tensor)});
         }
       }
       Phase last = split.splitBackward ? Phase::Weight : Phase::Backward;
@@ -213,22 +249,22 @@ void PipelineRunner::runDevice(int64_t d, Shared &shared,
       if (!p.send)
         continue;
       const PipeMessage &m = p.message;
-      const PipelineSplit &split = part.splits[part.splitOf[m.micro]];
+      const PipelineSplit &split = part.splits[part.splitOf[m.micro][r]];
       NamedTensors &from = held[{m.fromStage, m.micro}];
       NamedTensors message;
       for (size_t i : carried(split, m)) {
         const std::string &name = split.values[i].name;
         auto it = from.find(name);
         if (it == from.end()) {
-          fail(shared.context + "device " + std::to_string(d) + " sends " +
-               messageText(m) + " without its '" + name + "' (internal error)");
+          fail(shared.context + self + " sends " + messageText(m) +
+               " without its '" + name + "' (internal error)");
           return;
         }
-        times_.bytesSent[d] += it->second.nbytes();
+        shared.bytesSent[thread] += it->second.nbytes();
         message.emplace(name, it->second);
       }
       std::lock_guard<std::mutex> lock(shared.mutex);
-      shared.mailbox[keyOf(m)] = std::move(message);
+      shared.mailbox[keyOf(m, r)] = std::move(message);
       shared.changed.notify_all();
     }
     for (const passes::PipePart &p : op.parts) {
@@ -242,22 +278,21 @@ void PipelineRunner::runDevice(int64_t d, Shared &shared,
         auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration<double>(timeoutSeconds_);
         bool arrived = shared.changed.wait_until(lock, deadline, [&] {
-          return shared.aborted || shared.mailbox.count(keyOf(m));
+          return shared.aborted || shared.mailbox.count(keyOf(m, r));
         });
         if (shared.aborted)
           return;
         if (!arrived) {
           lock.unlock();
-          fail(shared.context + "device " + std::to_string(d) +
-               " waited more than " + std::to_string(int(timeoutSeconds_)) +
-               " s for " + messageText(m) + " from device " +
-               std::to_string(p.peer));
+          fail(shared.context + self + " waited more than " +
+               std::to_string(int(timeoutSeconds_)) + " s for " +
+               messageText(m) + " from device " + std::to_string(p.peer));
           return;
         }
-        auto it = shared.mailbox.find(keyOf(m));
+        auto it = shared.mailbox.find(keyOf(m, r));
         message = std::move(it->second);
         shared.mailbox.erase(it);
-        times_.waitSeconds[d] += secondsSince(started);
+        shared.waitSeconds[thread] += secondsSince(started);
       }
       NamedTensors &into = held[{m.toStage, m.micro}];
       for (auto &[name, tensor] : message)
@@ -269,42 +304,63 @@ void PipelineRunner::runDevice(int64_t d, Shared &shared,
   }
 }
 
-FailureOr<std::vector<backend::NamedTensors>>
-PipelineRunner::run(const std::vector<TensorRefs> &arguments,
-                    DiagnosticEngine &diag, llvm::StringRef context) {
+FailureOr<std::vector<std::vector<backend::NamedTensors>>>
+PipelineRunner::run(const PerDevice &arguments, DiagnosticEngine &diag,
+                    llvm::StringRef context) {
   const PipelinePart &part = *part_;
   int64_t devices = part.schedule.stages;
-  if (static_cast<int64_t>(arguments.size()) != part.schedule.micro) {
+  int64_t perStage = part.stageMesh.numDevices();
+  size_t numThreads = static_cast<size_t>(devices * perStage);
+  bool fits = static_cast<int64_t>(arguments.size()) == part.schedule.micro;
+  for (const auto &each : arguments)
+    fits &= static_cast<int64_t>(each.size()) == perStage;
+  if (!fits) {
     diag.error(context + "the pipeline runs " +
-               std::to_string(part.schedule.micro) + " micro-batches, given " +
-               std::to_string(arguments.size()));
+               std::to_string(part.schedule.micro) +
+               " micro-batches on stages of " + std::to_string(perStage) +
+               " devices: given arguments of another shape (internal error)");
     return failure();
   }
+  for (auto &c : collectives_)
+    c->reset();
   auto started = Clock::now();
   Shared shared;
   shared.context = context.str();
-  shared.outputs.resize(devices);
-  std::vector<std::string> errors(devices);
+  shared.outputs.resize(numThreads);
+  shared.bytesSent.assign(numThreads, 0);
+  shared.busySeconds.assign(numThreads, 0);
+  shared.waitSeconds.assign(numThreads, 0);
+  std::vector<std::string> errors(numThreads);
   std::vector<std::thread> threads;
   try {
-    for (int64_t d = 1; d < devices; ++d)
-      threads.emplace_back(
-          [&, d] { runDevice(d, shared, arguments, errors[d]); });
+    for (size_t t = 1; t < numThreads; ++t)
+      threads.emplace_back([&, t] {
+        runDevice(static_cast<int64_t>(t) / perStage,
+                  static_cast<int64_t>(t) % perStage, shared, arguments,
+                  errors[t]);
+      });
   } catch (const std::system_error &e) {
     {
       std::lock_guard<std::mutex> lock(shared.mutex);
       shared.aborted = true;
       shared.changed.notify_all();
     }
+    abortCollectives("the pipeline's threads did not start");
     for (std::thread &t : threads)
       t.join();
     diag.error(context +
                "cannot start the pipeline's device threads: " + e.what());
     return failure();
   }
-  runDevice(0, shared, arguments, errors[0]);
+  runDevice(0, 0, shared, arguments, errors[0]);
   for (std::thread &t : threads)
     t.join();
+  // The first failure, not the waits it caused elsewhere.
+  for (const std::string &e : errors)
+    if (!e.empty() && e.find("aborted") == std::string::npos) {
+      diag.error(e);
+      return failure();
+    }
   for (const std::string &e : errors)
     if (!e.empty()) {
       diag.error(e);
@@ -312,21 +368,28 @@ PipelineRunner::run(const std::vector<TensorRefs> &arguments,
     }
   times_.seconds += secondsSince(started);
   ++times_.steps;
+  for (size_t t = 0; t < numThreads; ++t) {
+    size_t d = t / static_cast<size_t>(perStage);
+    times_.bytesSent[d] += shared.bytesSent[t];
+    times_.busySeconds[d] += shared.busySeconds[t];
+    times_.waitSeconds[d] += shared.waitSeconds[t];
+  }
 
-  // Every output in a fixed order (micro-batch, stage, phase), so that the
-  // parts of a sum add up the same way every step.
+  // Every output in a fixed order (micro-batch, device, stage, phase), so
+  // that the parts of a sum add up the same way every step.
   std::vector<StageOutput> all;
   for (auto &each : shared.outputs)
     for (StageOutput &o : each)
       all.push_back(std::move(o));
   std::stable_sort(all.begin(), all.end(),
                    [](const StageOutput &a, const StageOutput &b) {
-                     return std::tie(a.micro, a.stage, a.phase) <
-                            std::tie(b.micro, b.stage, b.phase);
+                     return std::tie(a.micro, a.device, a.stage, a.phase) <
+                            std::tie(b.micro, b.device, b.stage, b.phase);
                    });
-  std::vector<NamedTensors> out(part.schedule.micro);
+  std::vector<std::vector<NamedTensors>> out(
+      part.schedule.micro, std::vector<NamedTensors>(perStage));
   for (StageOutput &o : all) {
-    NamedTensors &into = out[o.micro];
+    NamedTensors &into = out[o.micro][o.device];
     auto it = into.find(o.name);
     if (it == into.end())
       into.emplace(o.name, std::move(o.tensor));

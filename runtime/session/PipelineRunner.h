@@ -1,18 +1,23 @@
 // Runs the micro-batches of a pipelined step (MeshStep::pipeline) on
-// simulated CPU pipeline devices: a thread per device walks its program of
-// the schedule, runs its stages' programs on each micro-batch and passes
-// the values between stages as the program's messages say. A stage keeps
+// simulated CPU devices: every pipeline device is a copy of the stage mesh
+// (the mesh without pp), and a thread per device of each copy walks the
+// pipeline device's program of the schedule, runs its part of the stages'
+// programs on each micro-batch (with the collectives of its copy among
+// them) and passes its part of the values to the same device of the stages
+// before and after, as the program's messages say. A stage keeps
 // what its later phases of a micro-batch read until its last phase of it
 // is done (so 1F1B holds fewer micro-batches than GPipe). The schedule was
 // proved free of deadlock when the step was built; a wait that runs past
 // the timeout still fails, naming the device and the message.
 #pragma once
 
+#include "backend/Communicator.h"
 #include "backend/cpu/CpuExecutor.h"
 #include "runtime/session/MeshStep.h"
 #include "support/Diagnostics.h"
 #include "support/Result.h"
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,21 +35,25 @@ public:
   create(std::shared_ptr<const PipelinePart> part, unsigned threads,
          double timeoutSeconds, DiagnosticEngine &diag);
 
-  // Runs every micro-batch of one step: arguments[i] are micro-batch i's
-  // (the micro program's inputs and the parameters, by name; the pipe
-  // values are the runner's own). Returns per micro-batch the micro
-  // program's outputs, a gradient given in parts by several stages summed
-  // in stage order. Errors start with `context` ("step 3, ").
-  FailureOr<std::vector<NamedTensors>>
-  run(const std::vector<TensorRefs> &arguments, DiagnosticEngine &diag,
+  // Runs every micro-batch of one step: arguments[i][d] are micro-batch
+  // i's on device d of the stage mesh (the micro program's inputs and the
+  // parameters, by name; the pipe values are the runner's own). Returns the
+  // same way the micro program's outputs, a gradient given in parts by
+  // several stages summed in stage order. Errors start with `context`
+  // ("step 3, ").
+  using PerDevice = std::vector<std::vector<TensorRefs>>;
+  FailureOr<std::vector<std::vector<NamedTensors>>>
+  run(const PerDevice &arguments, DiagnosticEngine &diag,
       llvm::StringRef context = "");
 
-  // Per pipeline device, over the steps so far: the bytes its messages
-  // sent, the seconds it computed and the seconds it waited for messages;
-  // and the seconds the steps' micro-batches took, and the steps.
+  // Per pipeline device (the devices of its stage mesh together), over the
+  // steps so far: the bytes its messages sent, the seconds its devices
+  // computed and waited for messages; and the seconds the steps'
+  // micro-batches took, and the steps.
   struct Times {
     std::vector<uint64_t> bytesSent;
     std::vector<double> busySeconds, waitSeconds;
+    int64_t devicesPerStage = 1;
     double seconds = 0;
     int64_t steps = 0;
     // 1 - (time computing) / (devices x time): the measured bubble.
@@ -55,16 +64,24 @@ public:
 private:
   PipelineRunner() = default;
   struct Shared;
-  // Runs device `d`'s program; on failure sets `error`.
-  void runDevice(int64_t d, Shared &shared,
-                 const std::vector<TensorRefs> &arguments, std::string &error);
+  // Runs device `r` of pipeline device `d`; on failure sets `error`.
+  void runDevice(int64_t d, int64_t r, Shared &shared,
+                 const PerDevice &arguments, std::string &error);
+  // Makes every waiting collective of every stage fail.
+  void abortCollectives(const std::string &why);
+
+  // Stage programs of one split, each on its device's own executor:
+  // [virtual stage][phase].
+  using StageExecutors =
+      std::vector<std::vector<std::unique_ptr<backend::cpu::CpuExecutor>>>;
 
   std::shared_ptr<const PipelinePart> part_;
   double timeoutSeconds_ = 0;
-  // executors_[k][s][p] for part_->executables[k][s][p].
-  std::vector<
-      std::vector<std::vector<std::unique_ptr<backend::cpu::CpuExecutor>>>>
-      executors_;
+  // Per pipeline device, the collectives among its stage mesh's devices
+  // (none when the stage mesh is one device).
+  std::vector<std::unique_ptr<backend::CommunicatorSet>> collectives_;
+  // executors_[{r, k}]: split k's programs on device r of the stage mesh.
+  std::map<std::pair<int64_t, size_t>, StageExecutors> executors_;
   Times times_;
 };
 

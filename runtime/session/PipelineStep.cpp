@@ -74,6 +74,22 @@ FailureOr<std::vector<int64_t>> balancedStages(const ir::Module &model,
   return plan->first;
 }
 
+// Whether two devices' splits pass the same values between their
+// programs (each device talks to its own copy on the other stages).
+bool sameMessages(const passes::PipelineSplit &a,
+                  const passes::PipelineSplit &b) {
+  if (a.values.size() != b.values.size() ||
+      a.forwardAcross != b.forwardAcross ||
+      a.backwardAcross != b.backwardAcross)
+    return false;
+  for (size_t i = 0; i < a.values.size(); ++i)
+    if (a.values[i].stage != b.values[i].stage ||
+        a.values[i].phase != b.values[i].phase ||
+        a.values[i].readers != b.values[i].readers)
+      return false;
+  return true;
+}
+
 double programFlops(const ir::Module &program) {
   double flops = 0;
   for (const auto &op : program.graph().ops())
@@ -112,8 +128,9 @@ LogicalResult buildPipelinePart(MeshStep &step, const ir::Module &model,
   auto schedule = passes::makeSchedule(pc.schedule, pp->size, step.accumulate,
                                        pc.chunks, error);
   if (schedule.failed()) {
-    diag.error("--pipeline-schedule " + std::string(passes::scheduleName(pc.schedule)) +
-               " on " + std::to_string(pp->size) + " stages and " +
+    diag.error("--pipeline-schedule " +
+               std::string(passes::scheduleName(pc.schedule)) + " on " +
+               std::to_string(pp->size) + " stages and " +
                std::to_string(step.accumulate) + " micro-batches: " + error);
     return failure();
   }
@@ -141,19 +158,31 @@ LogicalResult buildPipelinePart(MeshStep &step, const ir::Module &model,
     return failure();
   part->first = std::move(*firstLayers);
 
+  part->stageMesh = step.mesh;
   std::map<size_t, size_t> splitOfProgram;
   for (int64_t i = 0; i < step.accumulate; ++i) {
-    size_t p = micro.programOf[passes::microBatchDevice(step.mesh,
-                                                        step.accumulate, 0, i)];
-    auto [it, inserted] = splitOfProgram.try_emplace(p, part->splits.size());
-    if (inserted) {
-      auto split = passes::splitPipeline(*micro.programs[p], part->first,
-                                         part->schedule.splitsBackward(), diag);
-      if (split.failed())
-        return failure();
-      part->splits.push_back(std::move(*split));
+    std::vector<size_t> &ofDevice = part->splitOf.emplace_back();
+    for (int64_t d = 0; d < step.mesh.numDevices(); ++d) {
+      size_t p = micro.programOf[passes::microBatchDevice(
+          step.mesh, step.accumulate, d, i)];
+      auto [it, inserted] = splitOfProgram.try_emplace(p, part->splits.size());
+      if (inserted) {
+        auto split =
+            passes::splitPipeline(*micro.programs[p], part->first,
+                                  part->schedule.splitsBackward(), diag);
+        if (split.failed())
+          return failure();
+        if (!part->splits.empty() &&
+            !sameMessages(part->splits.front(), *split)) {
+          diag.error("pipeline: device " + std::to_string(d) +
+                     " of a stage cuts its program into other messages than "
+                     "device 0 (internal error)");
+          return failure();
+        }
+        part->splits.push_back(std::move(*split));
+      }
+      ofDevice.push_back(it->second);
     }
-    part->splitOf.push_back(it->second);
   }
 
   part->programs = passes::lowerSchedule(part->schedule);

@@ -593,7 +593,9 @@ Result<PipelineReport> Session::pipelineReport() const {
   double steps = static_cast<double>(std::max<int64_t>(1, t.steps));
   for (size_t d = 0; d < t.bytesSent.size(); ++d) {
     r.bytesPerStep.push_back(static_cast<double>(t.bytesSent[d]) / steps);
-    r.waiting.push_back(t.seconds > 0 ? t.waitSeconds[d] / t.seconds : 0);
+    double perStage = static_cast<double>(t.devicesPerStage);
+    r.waiting.push_back(t.seconds > 0 ? t.waitSeconds[d] / perStage / t.seconds
+                                      : 0);
   }
   return r;
 }
