@@ -130,6 +130,10 @@ struct SessionOptions {
   std::string schedule;
   int virtualStages = 1;
   std::string stages;
+  // Without `stages`: a cluster description (JSON, docs/pipeline.md: one
+  // device per device of the mesh) whose devices' speed, memory and links
+  // the stage balancer balances for.
+  std::string cluster;
   // Record a timeline of every device's queues (see writeTrace).
   bool trace = false;
   // With a mesh, in a job launched as several processes (mpirun, srun:

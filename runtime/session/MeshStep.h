@@ -13,11 +13,13 @@
 #include "passes/Partition.h"
 #include "passes/PipelineSplit.h"
 #include "passes/Schedule.h"
+#include "passes/StageBalance.h"
 #include "passes/ScheduleCheck.h"
 #include "support/Diagnostics.h"
 #include "support/Result.h"
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace mgc::session {
@@ -33,8 +35,11 @@ struct PipelineConfig {
   // stages per device); 1 otherwise.
   int64_t chunks = 1;
   // The layers of each (virtual) stage, "0-5,6-11"; empty: chosen by the
-  // stage balancer (passes/StageBalance.h) on identical devices.
+  // stage balancer (passes/StageBalance.h), on the devices of `cluster` (a
+  // JSON file, passes/Cluster.h: one device per device of the mesh) or on
+  // identical devices.
   std::string stages;
+  std::string cluster;
 };
 
 struct MeshConfig {
@@ -71,6 +76,10 @@ struct PipelinePart {
   // The model's layers and the first of each virtual stage.
   std::vector<std::string> layers;
   std::vector<int64_t> first;
+  // With a cluster: the balancer's plan (its predicted times and memory per
+  // stage) and the name of the cluster device each stage runs on.
+  std::optional<passes::StagePlan> balanced;
+  std::vector<std::string> deviceNames;
   // Every stage is a copy of the mesh without pp (MeshStep::mesh): its
   // device d runs the part of the stage's work that device d of that mesh
   // would, with the same collectives among the stage's devices, and talks
@@ -86,7 +95,8 @@ struct PipelinePart {
       executables;
   // Per pipeline device, the FLOPs of its work on one micro-batch (the
   // cost model's count of its programs' ops; the mean over its chunks), and
-  // the schedule's simulation on them: the predicted bubble.
+  // the schedule's simulation on them (with a cluster, on the balancer's
+  // times of its stages): the predicted bubble.
   std::vector<passes::WorkCosts> costs;
   passes::PipeTiming predicted;
 };

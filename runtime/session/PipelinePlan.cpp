@@ -48,9 +48,9 @@ void printPipelinePlan(const PipelinePart &part, llvm::raw_ostream &os) {
   const passes::Schedule &schedule = part.schedule;
   const passes::PipelineSplit &split = part.splits.front();
   os << "Pipeline: " << schedule.stages
-     << (schedule.chunks > 1 ? " devices, " + std::to_string(split.stages) +
-                                   " virtual stages"
-                             : " stages")
+     << (schedule.chunks > 1
+             ? " devices, " + std::to_string(split.stages) + " virtual stages"
+             : " stages")
      << ", schedule " << passes::scheduleName(schedule.kind) << ", "
      << schedule.micro << " micro-batches per step.\n";
   os << "Each stage's programs: "
@@ -91,7 +91,22 @@ void printPipelinePlan(const PipelinePart &part, llvm::raw_ostream &os) {
       os << "; " << llvm::format("%.3g", c.forward / 1e9) << " GFLOP forward, "
          << llvm::format("%.3g", c.backward / 1e9) << " GFLOP backward";
     os << "\n";
+    if (part.balanced) {
+      const passes::StagePlan &plan = *part.balanced;
+      os << "    on " << part.deviceNames[s] << ": predicted "
+         << llvm::format("%.3g", plan.forwardSeconds[s] * 1e3)
+         << " ms forward, "
+         << llvm::format("%.3g", plan.backwardSeconds[s] * 1e3)
+         << " ms backward, memory "
+         << backend::formatBytes(static_cast<uint64_t>(plan.memoryBytes[s]))
+         << " of "
+         << backend::formatBytes(static_cast<uint64_t>(plan.deviceBytes[s]))
+         << "\n";
+    }
   }
+  if (part.balanced)
+    os << "Predicted step on the cluster (1F1B): "
+       << llvm::format("%.4g", part.balanced->stepSeconds * 1e3) << " ms\n";
   os << "\nMessages per micro-batch:\n";
   for (int64_t b = 0; b + 1 < split.stages; ++b)
     os << "  stage " << b << " -> " << b + 1 << ": "
@@ -112,7 +127,8 @@ void printPipelinePlan(const PipelinePart &part, llvm::raw_ostream &os) {
 
   os << "\nSchedule (proved free of deadlock):\n"
      << passes::scheduleOrderText(schedule) << "\n";
-  os << "Predicted on the stages' FLOPs: bubble "
+  os << (part.balanced ? "Predicted on the cluster's devices: bubble "
+                       : "Predicted on the stages' FLOPs: bubble ")
      << llvm::format("%.1f%%", 100 * part.predicted.bubble) << "\n";
   passes::PipeTiming unit;
   if (passes::checkPipePrograms(part.programs, passes::WorkCosts{}, &unit)

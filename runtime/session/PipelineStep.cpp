@@ -12,6 +12,7 @@
 #include "llvm/ADT/StringExtras.h"
 
 #include <map>
+#include <optional>
 
 namespace mgc::session {
 
@@ -56,22 +57,61 @@ FailureOr<std::vector<int64_t>> parseStages(llvm::StringRef text,
   return first;
 }
 
-// Stages balanced by the cost model on identical devices (the time of a
-// layer is what differs), without memory limits.
-FailureOr<std::vector<int64_t>> balancedStages(const ir::Module &model,
-                                               int64_t stages, int64_t micro,
-                                               DiagnosticEngine &diag) {
+// The pipeline devices as the stage balancer sees them: from `cluster`
+// (its devices in mesh order; a pipeline device is as fast, and has as
+// much memory, as the slowest of its stage mesh's devices), or identical
+// devices without memory limits when there is none.
+FailureOr<std::vector<passes::ClusterDevice>>
+pipelineDevices(const passes::Cluster *cluster, const ir::Mesh &mesh,
+                int64_t stages, const std::string &file,
+                DiagnosticEngine &diag) {
+  if (!cluster)
+    return std::vector<passes::ClusterDevice>(stages,
+                                              {"stage", 1e14, 1e18, 1e12});
+  int64_t devices = mesh.numDevices();
+  if (static_cast<int64_t>(cluster->devices().size()) != devices) {
+    diag.error("--cluster " + file + ": " +
+               std::to_string(cluster->devices().size()) +
+               " devices for the mesh " + mesh.str() + " of " +
+               std::to_string(devices) + ": expected one per device");
+    return failure();
+  }
+  int64_t perStage = devices / stages;
+  std::vector<passes::ClusterDevice> out;
+  for (int64_t p = 0; p < stages; ++p) {
+    passes::ClusterDevice d = cluster->devices()[p * perStage];
+    for (int64_t r = 1; r < perStage; ++r) {
+      const passes::ClusterDevice &o = cluster->devices()[p * perStage + r];
+      d.flopsPerSecond = std::min(d.flopsPerSecond, o.flopsPerSecond);
+      d.memoryBytes = std::min(d.memoryBytes, o.memoryBytes);
+      d.bytesPerSecond = std::min(d.bytesPerSecond, o.bytesPerSecond);
+    }
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+// The stages balanced by the cost model on `devices`, messages over the
+// cluster's links when there is one.
+FailureOr<passes::StagePlan>
+balancedStages(const ir::Module &model,
+               llvm::ArrayRef<passes::ClusterDevice> devices,
+               const passes::Cluster *cluster, int64_t perStage, int64_t micro,
+               DiagnosticEngine &diag) {
   passes::ModelLayers layers = passes::forwardLayers(model);
   passes::measureCuts(model, layers);
-  std::vector<passes::ClusterDevice> devices(stages,
-                                             {"stage", 1e14, 1e18, 1e12});
+  passes::LinkOf link;
+  if (cluster)
+    link = [cluster, perStage](size_t a, size_t b) {
+      return cluster->link(a * perStage, b * perStage);
+    };
   std::string error;
-  auto plan = passes::balanceStages(layers, devices, micro, error);
+  auto plan = passes::balanceStages(layers, devices, micro, error, link);
   if (plan.failed()) {
     diag.error("pipeline: cannot balance the stages: " + error);
     return failure();
   }
-  return plan->first;
+  return plan;
 }
 
 // Whether two devices' splits pass the same values between their
@@ -151,12 +191,46 @@ LogicalResult buildPipelinePart(MeshStep &step, const ir::Module &model,
                " pipeline stages: each stage needs at least one");
     return failure();
   }
-  auto firstLayers = pc.stages.empty()
-                         ? balancedStages(model, stages, step.accumulate, diag)
-                         : parseStages(pc.stages, stages, layers, diag);
-  if (firstLayers.failed())
-    return failure();
-  part->first = std::move(*firstLayers);
+  std::optional<passes::Cluster> cluster;
+  if (!pc.cluster.empty()) {
+    if (pc.chunks > 1) {
+      diag.error("--cluster balances one stage per pipeline device: the "
+                 "interleaved schedule's virtual stages take --stages");
+      return failure();
+    }
+    cluster = passes::Cluster::read(pc.cluster, error);
+    if (!cluster) {
+      diag.error("--cluster: " + error);
+      return failure();
+    }
+  }
+  if (pc.stages.empty()) {
+    int64_t perStage = config.mesh.numDevices() / pp->size;
+    auto devices = pipelineDevices(cluster ? &*cluster : nullptr, config.mesh,
+                                   stages, pc.cluster, diag);
+    if (devices.failed())
+      return failure();
+    auto plan = balancedStages(model, *devices, cluster ? &*cluster : nullptr,
+                               perStage, step.accumulate, diag);
+    if (plan.failed())
+      return failure();
+    part->first = plan->first;
+    if (cluster) {
+      for (size_t g : plan->device)
+        part->deviceNames.push_back((*devices)[g].name);
+      part->balanced = std::move(*plan);
+    }
+  } else {
+    if (cluster) {
+      diag.error("--cluster and --stages are alternatives: the cluster "
+                 "balances the stages, --stages gives them");
+      return failure();
+    }
+    auto first = parseStages(pc.stages, stages, layers, diag);
+    if (first.failed())
+      return failure();
+    part->first = std::move(*first);
+  }
 
   part->stageMesh = step.mesh;
   std::map<size_t, size_t> splitOfProgram;
@@ -187,8 +261,15 @@ LogicalResult buildPipelinePart(MeshStep &step, const ir::Module &model,
 
   part->programs = passes::lowerSchedule(part->schedule);
   part->costs = deviceCosts(part->splits.front(), part->schedule);
+  std::vector<passes::WorkCosts> predictOn = part->costs;
+  if (part->balanced)
+    for (size_t s = 0; s < predictOn.size(); ++s) {
+      double f = part->balanced->forwardSeconds[s],
+             b = part->balanced->backwardSeconds[s];
+      predictOn[s] = {f, b, b / 2, b / 2};
+    }
   std::string deadlock =
-      passes::checkPipePrograms(part->programs, part->costs, &part->predicted);
+      passes::checkPipePrograms(part->programs, predictOn, &part->predicted);
   if (!deadlock.empty()) {
     diag.error("pipeline schedule " +
                std::string(passes::scheduleName(pc.schedule)) + ": " +
@@ -223,8 +304,9 @@ FailureOr<MeshConfig> meshConfig(const ir::Mesh &mesh,
   const ir::MeshAxis *pp = mesh.findAxis(ir::kPipelineAxis);
   if (!pp) {
     if (!options.schedule.empty() || options.virtualStages != 1 ||
-        !options.stages.empty()) {
-      diag.error("a schedule, virtual stages and stages are for a pipeline: "
+        !options.stages.empty() || !options.cluster.empty()) {
+      diag.error("a schedule, virtual stages, stages and a cluster are for "
+                 "a pipeline: "
                  "give the mesh a pp axis (--mesh pp=N)");
       return failure();
     }
@@ -249,6 +331,7 @@ FailureOr<MeshConfig> meshConfig(const ir::Mesh &mesh,
   }
   config.pipeline.chunks = options.virtualStages;
   config.pipeline.stages = options.stages;
+  config.pipeline.cluster = options.cluster;
   // Micro-batches: as many as the stages unless given.
   if (config.accumulate == 1)
     config.accumulate = pp->size;

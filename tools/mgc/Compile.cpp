@@ -148,6 +148,7 @@ static int compileForMesh(const ir::Module &module, const MeshChoice &mesh,
   options.schedule = mesh.schedule;
   options.virtualStages = mesh.virtualStages;
   options.stages = mesh.stages;
+  options.cluster = mesh.cluster;
   auto config = session::meshConfig(*mesh.mesh, options, diag);
   if (config.failed())
     return kUserError;

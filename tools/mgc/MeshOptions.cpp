@@ -60,6 +60,10 @@ std::vector<OptionSpec> meshOptions() {
       {"--stages", "RANGES",
        "with a pp axis: the layers (repeat iterations) of each stage, e.g. "
        "0-5,6-11 (default: balanced by the cost model)"},
+      {"--cluster", "FILE.json",
+       "with a pp axis: the devices (speed, memory) and links to balance "
+       "the stages for, one device per device of the mesh "
+       "(samples/clusters/)"},
   };
 }
 
@@ -152,13 +156,14 @@ std::optional<MeshChoice> parseMeshChoice(const ParsedArgs &args,
   }
   bool pipeline = choice.mesh && choice.mesh->findAxis(ir::kPipelineAxis);
   for (const char *flag :
-       {"--pipeline-schedule", "--virtual-stages", "--stages"})
+       {"--pipeline-schedule", "--virtual-stages", "--stages", "--cluster"})
     if (args.has(flag) && !pipeline)
       return usage(std::string(flag) +
                    " is for a pipeline: give the mesh a pp axis (--mesh "
                    "pp=N)");
   choice.schedule = args.get("--pipeline-schedule");
   choice.stages = args.get("--stages");
+  choice.cluster = args.get("--cluster");
   if (args.has("--virtual-stages")) {
     int64_t v = 0;
     if (llvm::StringRef(args.get("--virtual-stages")).getAsInteger(10, v) ||

@@ -26,6 +26,7 @@ struct MeshChoice {
   std::string schedule;
   int virtualStages = 1;
   std::string stages;
+  std::string cluster;
 };
 
 std::vector<OptionSpec> meshOptions();

@@ -334,6 +334,7 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
     options.schedule = mesh->schedule;
     options.virtualStages = mesh->virtualStages;
     options.stages = mesh->stages;
+    options.cluster = mesh->cluster;
     options.trace = args->has("--trace");
   } else {
     for (const char *flag : {"--trace", "--check-single"})
