@@ -81,7 +81,8 @@ std::unique_ptr<MeshRunner> MeshRunner::create(MeshStep step,
     unsigned perStage = std::max<unsigned>(
         1, hardware / static_cast<unsigned>(s.pipeline->schedule.stages));
     r->pipeline_ = PipelineRunner::create(s.pipeline, perStage,
-                                          devices.timeoutSeconds, diag);
+                                          devices.timeoutSeconds,
+                                          devices.trace, diag);
     return r->pipeline_ ? std::move(r) : nullptr;
   }
   if (s.accumulate <= 1)
@@ -374,6 +375,8 @@ FailureOr<RunResult> MeshRunner::run(const NamedTensors &inputs,
     executor_->setTraceOrigin(origin_);
     for (auto &e : microExecutors_)
       e->setTraceOrigin(origin_);
+    if (pipeline_)
+      pipeline_->setTraceOrigin(origin_);
     traceStarted_ = true;
   }
   RunResult out;
@@ -474,6 +477,9 @@ LogicalResult MeshRunner::runPipeline(const NamedTensors &inputs,
     }
   }
   auto ran = pipeline_->run(arguments, diag, context);
+  if (devices_.trace)
+    for (backend::TraceEvent &e : pipeline_->takeTrace())
+      trace_.push_back(std::move(e));
   if (ran.failed())
     return failure();
   for (int64_t i = 0; i < s.accumulate; ++i)

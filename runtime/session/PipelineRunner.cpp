@@ -88,6 +88,8 @@ struct PipelineRunner::Shared {
   std::vector<std::vector<StageOutput>> outputs;
   std::vector<uint64_t> bytesSent;
   std::vector<double> busySeconds, waitSeconds;
+  // Per thread, its timeline (when tracing).
+  std::vector<std::vector<backend::TraceEvent>> events;
 };
 
 double PipelineRunner::Times::bubble() const {
@@ -101,9 +103,11 @@ double PipelineRunner::Times::bubble() const {
 
 std::unique_ptr<PipelineRunner>
 PipelineRunner::create(std::shared_ptr<const PipelinePart> part,
-                       unsigned threads, double timeoutSeconds,
+                       unsigned threads, double timeoutSeconds, bool trace,
                        DiagnosticEngine &diag) {
   std::unique_ptr<PipelineRunner> r(new PipelineRunner());
+  r->trace_ = trace;
+  r->traceOrigin_ = Clock::now();
   r->part_ = std::move(part);
   r->timeoutSeconds_ = timeoutSeconds;
   const PipelinePart &p = *r->part_;
@@ -176,6 +180,11 @@ void PipelineRunner::runDevice(int64_t d, int64_t r, Shared &shared,
     return shared.aborted;
   };
   size_t thread = static_cast<size_t>(d * part.stageMesh.numDevices() + r);
+  // The device of the whole mesh (pp outermost): pp coordinate d, then r.
+  int64_t meshDevice = static_cast<int64_t>(thread);
+  auto microsSince = [&](Clock::time_point t) {
+    return std::chrono::duration<double, std::micro>(t - traceOrigin_).count();
+  };
   std::vector<StageOutput> &outputs = shared.outputs[thread];
 
   for (const PipeOp &op : part.programs[d]) {
@@ -226,6 +235,14 @@ void PipelineRunner::runDevice(int64_t d, int64_t r, Shared &shared,
         auto started = Clock::now();
         FailureOr<backend::RunResult> ran = exe.run(refs, local);
         shared.busySeconds[thread] += secondsSince(started);
+        if (trace_)
+          shared.events[thread].push_back(
+              {meshDevice, backend::TraceEvent::Queue::Compute,
+               std::string(passes::phaseName(phase, split.splitBackward)) +
+                   std::to_string(micro),
+               "micro-batch " + std::to_string(micro) + ", stage " +
+                   std::to_string(stage),
+               microsSince(started), microsSince(Clock::now())});
         if (ran.failed()) {
           fail(where + first);
           return;
@@ -293,6 +310,11 @@ void PipelineRunner::runDevice(int64_t d, int64_t r, Shared &shared,
         message = std::move(it->second);
         shared.mailbox.erase(it);
         shared.waitSeconds[thread] += secondsSince(started);
+        if (trace_)
+          shared.events[thread].push_back(
+              {meshDevice, backend::TraceEvent::Queue::Communication, "recv",
+               messageText(m), microsSince(started),
+               microsSince(Clock::now())});
       }
       NamedTensors &into = held[{m.toStage, m.micro}];
       for (auto &[name, tensor] : message)
@@ -330,6 +352,7 @@ PipelineRunner::run(const PerDevice &arguments, DiagnosticEngine &diag,
   shared.bytesSent.assign(numThreads, 0);
   shared.busySeconds.assign(numThreads, 0);
   shared.waitSeconds.assign(numThreads, 0);
+  shared.events.resize(numThreads);
   std::vector<std::string> errors(numThreads);
   std::vector<std::thread> threads;
   try {
@@ -368,6 +391,9 @@ PipelineRunner::run(const PerDevice &arguments, DiagnosticEngine &diag,
     }
   times_.seconds += secondsSince(started);
   ++times_.steps;
+  for (auto &events : shared.events)
+    for (backend::TraceEvent &e : events)
+      traceEvents_.push_back(std::move(e));
   for (size_t t = 0; t < numThreads; ++t) {
     size_t d = t / static_cast<size_t>(perStage);
     times_.bytesSent[d] += shared.bytesSent[t];

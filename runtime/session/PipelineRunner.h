@@ -17,9 +17,11 @@
 #include "support/Diagnostics.h"
 #include "support/Result.h"
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mgc::session {
@@ -31,9 +33,10 @@ public:
 
   // `threads`: kernel threads of each device (counting its own). Reports
   // and returns null when a program cannot run on the CPU.
+  // `trace`: record a timeline of every device's work and waits.
   static std::unique_ptr<PipelineRunner>
   create(std::shared_ptr<const PipelinePart> part, unsigned threads,
-         double timeoutSeconds, DiagnosticEngine &diag);
+         double timeoutSeconds, bool trace, DiagnosticEngine &diag);
 
   // Runs every micro-batch of one step: arguments[i][d] are micro-batch
   // i's on device d of the stage mesh (the micro program's inputs and the
@@ -61,6 +64,17 @@ public:
   };
   const Times &times() const { return times_; }
 
+  // The timeline of the runs so far (with `trace`): on each device of the
+  // whole mesh (pp outermost), its stages' programs as F3, B3, I3, W3 on
+  // the compute queue, and its waits for messages on the communication
+  // queue; times from `origin`.
+  void setTraceOrigin(std::chrono::steady_clock::time_point origin) {
+    traceOrigin_ = origin;
+  }
+  std::vector<backend::TraceEvent> takeTrace() {
+    return std::exchange(traceEvents_, {});
+  }
+
 private:
   PipelineRunner() = default;
   struct Shared;
@@ -83,6 +97,9 @@ private:
   // executors_[{r, k}]: split k's programs on device r of the stage mesh.
   std::map<std::pair<int64_t, size_t>, StageExecutors> executors_;
   Times times_;
+  bool trace_ = false;
+  std::chrono::steady_clock::time_point traceOrigin_;
+  std::vector<backend::TraceEvent> traceEvents_;
 };
 
 } // namespace mgc::session
