@@ -3,6 +3,8 @@
 #include "backend/PlanReport.h"
 
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
 
 #include <map>
 #include <set>
@@ -15,11 +17,48 @@ uint64_t bytesOf(const ir::TensorType &type) {
   return static_cast<uint64_t>(type.size()) * ir::dtypeBytes(type.dtype);
 }
 
+// The parameters each stage's programs read.
+struct StageParams {
+  std::map<std::string, std::vector<int64_t>> stagesOf;
+  std::vector<size_t> count;   // per stage
+  std::vector<uint64_t> bytes; // per stage
+};
+
+StageParams stageParams(const passes::PipelineSplit &split) {
+  StageParams out;
+  out.count.assign(split.stages, 0);
+  out.bytes.assign(split.stages, 0);
+  for (int64_t s = 0; s < split.stages; ++s) {
+    std::set<std::string> seen;
+    for (const auto &program : split.programs[s])
+      for (const auto &arg : program->graph().arguments())
+        if (arg->kind() == ir::ValueKind::Param &&
+            seen.insert(arg->name()).second) {
+          out.stagesOf[arg->name()].push_back(s);
+          ++out.count[s];
+          out.bytes[s] += bytesOf(arg->type());
+        }
+  }
+  return out;
+}
+
+uint64_t acrossBytes(const passes::PipelineSplit &split,
+                     const std::vector<size_t> &across) {
+  uint64_t bytes = 0;
+  for (size_t i : across)
+    bytes += bytesOf(split.values[i].type);
+  return bytes;
+}
+
+int64_t lastLayer(const PipelinePart &part, int64_t stage) {
+  return stage + 1 < static_cast<int64_t>(part.first.size())
+             ? part.first[stage + 1] - 1
+             : static_cast<int64_t>(part.layers.size()) - 1;
+}
+
 std::string layerRange(const PipelinePart &part, int64_t stage) {
   int64_t first = part.first[stage];
-  int64_t last = stage + 1 < static_cast<int64_t>(part.first.size())
-                     ? part.first[stage + 1] - 1
-                     : static_cast<int64_t>(part.layers.size()) - 1;
+  int64_t last = lastLayer(part, stage);
   std::string s = "layers " + std::to_string(first);
   if (last != first)
     s += "-" + std::to_string(last);
@@ -33,9 +72,7 @@ std::string layerRange(const PipelinePart &part, int64_t stage) {
 // "f32[2, 8, 16] (1.0 KiB)" or "2 values (2.0 KiB)".
 std::string valuesText(const passes::PipelineSplit &split,
                        const std::vector<size_t> &across) {
-  uint64_t bytes = 0;
-  for (size_t i : across)
-    bytes += bytesOf(split.values[i].type);
+  uint64_t bytes = acrossBytes(split, across);
   std::string what = across.size() == 1
                          ? split.values[across[0]].type.str()
                          : std::to_string(across.size()) + " values";
@@ -60,28 +97,12 @@ void printPipelinePlan(const PipelinePart &part, llvm::raw_ostream &os) {
      << "; the optimizer runs once per step over every stage's "
         "parameters.\n\n";
 
-  // The parameters each stage's programs read.
-  std::map<std::string, std::vector<int64_t>> stagesOf;
-  std::map<std::string, uint64_t> paramBytes;
-  for (int64_t s = 0; s < split.stages; ++s) {
-    std::set<std::string> seen;
-    for (const auto &program : split.programs[s])
-      for (const auto &arg : program->graph().arguments())
-        if (arg->kind() == ir::ValueKind::Param &&
-            seen.insert(arg->name()).second) {
-          stagesOf[arg->name()].push_back(s);
-          paramBytes[arg->name()] = bytesOf(arg->type());
-        }
-  }
+  StageParams held = stageParams(split);
+  const auto &stagesOf = held.stagesOf;
   os << "Stages (work of one micro-batch, from the cost model):\n";
   for (int64_t s = 0; s < split.stages; ++s) {
-    size_t params = 0;
-    uint64_t bytes = 0;
-    for (const auto &[name, stages] : stagesOf)
-      if (llvm::is_contained(stages, s)) {
-        ++params;
-        bytes += paramBytes[name];
-      }
+    size_t params = held.count[s];
+    uint64_t bytes = held.bytes[s];
     int64_t device = schedule.deviceOf(s);
     const passes::WorkCosts &c = part.costs[device];
     os << "  stage " << s << " on device " << device << ": "
@@ -137,6 +158,79 @@ void printPipelinePlan(const PipelinePart &part, llvm::raw_ostream &os) {
        << (split.splitBackward ? ", I = W = 1" : "") << "): bubble "
        << llvm::format("%.1f%%", 100 * unit.bubble) << "\n"
        << passes::scheduleGrid(schedule, part.programs, unit);
+}
+
+} // namespace mgc::session
+
+namespace mgc::session {
+
+void printPipelinePlanJson(const PipelinePart &part, llvm::raw_ostream &os) {
+  using llvm::json::Array;
+  using llvm::json::Object;
+  const passes::Schedule &schedule = part.schedule;
+  const passes::PipelineSplit &split = part.splits.front();
+  StageParams held = stageParams(split);
+  Array stages;
+  for (int64_t s = 0; s < split.stages; ++s) {
+    int64_t device = schedule.deviceOf(s);
+    Object o{{"stage", s},
+             {"device", device},
+             {"first_layer", part.first[s]},
+             {"last_layer", lastLayer(part, s)},
+             {"parameters", static_cast<int64_t>(held.count[s])},
+             {"parameter_bytes", static_cast<int64_t>(held.bytes[s])},
+             {"forward_flops", part.costs[device].forward},
+             {"backward_flops", part.costs[device].backward}};
+    if (part.balanced) {
+      o["cluster_device"] = part.deviceNames[s];
+      o["forward_seconds"] = part.balanced->forwardSeconds[s];
+      o["backward_seconds"] = part.balanced->backwardSeconds[s];
+      o["memory_bytes"] = part.balanced->memoryBytes[s];
+    }
+    stages.push_back(std::move(o));
+  }
+  Array messages;
+  for (int64_t b = 0; b + 1 < split.stages; ++b)
+    messages.push_back(Object{
+        {"from", b},
+        {"to", b + 1},
+        {"forward_bytes",
+         static_cast<int64_t>(acrossBytes(split, split.forwardAcross[b]))},
+        {"backward_bytes",
+         static_cast<int64_t>(acrossBytes(split, split.backwardAcross[b]))}});
+  Object shared;
+  for (const auto &[name, on] : held.stagesOf)
+    if (on.size() > 1)
+      shared[name] = [&] {
+        Array a;
+        for (int64_t st : on)
+          a.push_back(st);
+        return a;
+      }();
+  Array order;
+  for (const auto &slots : schedule.order) {
+    Array device;
+    for (const passes::Slot &slot : slots)
+      device.push_back(
+          std::string(1, passes::workLetter(slot.work)) +
+          std::to_string(slot.micro) +
+          (schedule.chunks > 1 ? "." + std::to_string(slot.chunk) : ""));
+    order.push_back(std::move(device));
+  }
+  passes::PipeTiming unit;
+  std::string unitError =
+      passes::checkPipePrograms(part.programs, passes::WorkCosts{}, &unit);
+  Object out{{"devices", schedule.stages},
+             {"virtual_stages", split.stages},
+             {"schedule", passes::scheduleName(schedule.kind)},
+             {"micro_batches", schedule.micro},
+             {"stages", std::move(stages)},
+             {"messages", std::move(messages)},
+             {"shared", std::move(shared)},
+             {"slots", std::move(order)},
+             {"bubble", part.predicted.bubble},
+             {"unit_bubble", unitError.empty() ? unit.bubble : 0.0}};
+  os << llvm::formatv("{0:2}", llvm::json::Value(std::move(out))) << "\n";
 }
 
 } // namespace mgc::session

@@ -94,10 +94,25 @@ static int emitPipeline(const session::MeshStep &step, const std::string &emit,
                        os);
     return emitText(os.str(), args, diag);
   }
+  if (emit == "plan-json") {
+    // One document: the pipeline and the apply part's report.
+    os << "{\"pipeline\": ";
+    session::printPipelinePlanJson(part, os);
+    os << ", \"apply\": ";
+    std::vector<const backend::Executable *> executables;
+    for (const auto &exe : step.step.executables)
+      executables.push_back(exe.get());
+    backend::printPlanJson(backend::buildPlanReport(step.logicalOf(step.step),
+                                                    step.step.programs,
+                                                    executables),
+                           os);
+    os << "}\n";
+    return emitText(os.str(), args, diag);
+  }
   if (emit != "ir" && emit != "device-ir") {
     llvm::errs() << "mgc compile: error: --emit=" << emit
-                 << " does not show a pipeline yet (use plan, ir or "
-                    "device-ir)\n";
+                 << " does not show a pipeline yet (use plan, plan-json, ir "
+                    "or device-ir)\n";
     return kUsageError;
   }
   const passes::PipelineSplit &split = part.splits.front();
