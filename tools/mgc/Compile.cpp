@@ -82,16 +82,18 @@ static int emitPipeline(const session::MeshStep &step, const std::string &emit,
   llvm::raw_string_ostream os(text);
   std::string applyTitle = "// The apply part: runs once per step, with the "
                            "gradients summed over the micro-batches.\n";
-  if (emit == "plan") {
-    session::printPipelinePlan(part, os);
-    os << "\n" << llvm::StringRef(applyTitle).drop_front(3);
+  // The apply part's plan report (the dp collectives and the optimizer).
+  auto applyReport = [&] {
     std::vector<const backend::Executable *> executables;
     for (const auto &exe : step.step.executables)
       executables.push_back(exe.get());
-    backend::printPlan(backend::buildPlanReport(step.logicalOf(step.step),
-                                                step.step.programs,
-                                                executables),
-                       os);
+    return backend::buildPlanReport(step.logicalOf(step.step),
+                                    step.step.programs, executables);
+  };
+  if (emit == "plan") {
+    session::printPipelinePlan(part, os);
+    os << "\n" << llvm::StringRef(applyTitle).drop_front(3);
+    backend::printPlan(applyReport(), os);
     return emitText(os.str(), args, diag);
   }
   if (emit == "plan-json") {
@@ -99,13 +101,7 @@ static int emitPipeline(const session::MeshStep &step, const std::string &emit,
     os << "{\"pipeline\": ";
     session::printPipelinePlanJson(part, os);
     os << ", \"apply\": ";
-    std::vector<const backend::Executable *> executables;
-    for (const auto &exe : step.step.executables)
-      executables.push_back(exe.get());
-    backend::printPlanJson(backend::buildPlanReport(step.logicalOf(step.step),
-                                                    step.step.programs,
-                                                    executables),
-                           os);
+    backend::printPlanJson(applyReport(), os);
     os << "}\n";
     return emitText(os.str(), args, diag);
   }
