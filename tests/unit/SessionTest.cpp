@@ -688,3 +688,42 @@ TEST_CASE("session: on a mesh each device initialises its own parts, equal "
     }
   }
 }
+
+TEST_CASE("session: a pipeline (pp in the mesh) reports how it ran, and "
+          "refuses pipeline settings without one") {
+  mgc::SessionOptions options;
+  options.defines = {{"V", "64"}, {"T", "8"}, {"D", "16"},
+                     {"H", "2"},  {"L", "4"}, {"B", "8"}};
+  options.mesh = "pp=2,dp=2";
+  options.accumulate = 2;
+  options.schedule = "zb-h1";
+  auto s = mgc::Session::create(MGC_SOURCE_DIR "/samples/gpt.mg", options);
+  REQUIRE(s);
+  for (const mgc::TensorInfo &in : (*s)->inputs())
+    REQUIRE((*s)->feed(in.name, mgc::Tensor::zeros(in.dtype, in.shape)));
+  REQUIRE((*s)->step());
+  REQUIRE((*s)->step());
+  auto report = (*s)->pipelineReport();
+  REQUIRE(report);
+  CHECK(report->stages == 2);
+  CHECK(report->microBatches == 2);
+  CHECK(report->schedule == "zb-h1");
+  CHECK((report->bubble > 0 && report->bubble < 1));
+  CHECK((report->predictedBubble > 0 && report->predictedBubble < 1));
+  // Each stage device of dp=2 sends its part of the [B/2/2, T, D]
+  // activation and of its gradient, per micro-batch.
+  REQUIRE(report->bytesPerStep.size() == 2);
+  CHECK(report->bytesPerStep[0] == 2 * 2 * 2 * 8 * 16 * 4);
+  CHECK(report->bytesPerStep[1] == report->bytesPerStep[0]);
+
+  options.mesh = "dp=2";
+  auto plain = mgc::Session::create(MGC_SOURCE_DIR "/samples/gpt.mg", options);
+  REQUIRE_FALSE(plain);
+  CHECK(plain.status().message().find("are for a pipeline") !=
+        std::string::npos);
+  options.schedule.clear();
+  auto noPipeline =
+      mgc::Session::create(MGC_SOURCE_DIR "/samples/gpt.mg", options);
+  REQUIRE(noPipeline);
+  CHECK_FALSE((*noPipeline)->pipelineReport());
+}

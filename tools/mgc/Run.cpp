@@ -613,12 +613,18 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
           << " (" << llvm::format("%.1f%%", 100 * report->waiting[d])
           << " waiting)";
     out << "\n";
-  } else if (mesh->mesh && !mesh->mesh->isTrivial()) {
+  }
+  // A pipeline's stage mesh (dp x tp) communicates in its apply part.
+  const ir::MeshAxis *pp =
+      mesh->mesh ? mesh->mesh->findAxis(ir::kPipelineAxis) : nullptr;
+  if (mesh->mesh &&
+      mesh->mesh->numDevices() / (pp ? pp->size : 1) > 1) {
     auto devices = s.communication();
     if (!devices)
       return errorExit(devices.status().message());
-    out << "communication per device (sent per step; share of the step "
-           "waiting on it):";
+    out << (pp ? "communication of the apply part per dp x tp device "
+               : "communication per device ")
+        << "(sent per step; share of the step waiting on it):";
     for (size_t d = 0; d < devices->size(); ++d)
       out << (d ? "," : "") << " device " << d << " "
           << backend::formatBytes(
