@@ -74,6 +74,30 @@ public:
   virtual LogicalResult recv(int64_t peer, void *out, int64_t count,
                              ir::DType dtype, std::string &error) = 0;
 
+  // One group of point-to-point messages that completes together, as
+  // batched isend/irecv (NCCL's group, Megatron-LM's batch_isend_irecv):
+  // what a pipeline stage posts between two computations. Two stages that
+  // each send to the other and then receive meet even where a send waits
+  // for its receive. The default sends, then receives: right where sends
+  // are buffered.
+  struct PointToPoint {
+    int64_t peer = 0;
+    void *data = nullptr; // read by a send, written by a recv
+    int64_t count = 0;
+    ir::DType dtype = ir::DType::F32;
+  };
+  virtual LogicalResult sendRecv(llvm::ArrayRef<PointToPoint> sends,
+                                 llvm::ArrayRef<PointToPoint> recvs,
+                                 std::string &error) {
+    for (const PointToPoint &m : sends)
+      if (failed(send(m.peer, m.data, m.count, m.dtype, error)))
+        return failure();
+    for (const PointToPoint &m : recvs)
+      if (failed(recv(m.peer, m.data, m.count, m.dtype, error)))
+        return failure();
+    return success();
+  }
+
   // Where a call does its work. A host communicator (in-process, MPI) has
   // done it, in host memory, when the call returns. A stream communicator
   // (simulated devices on one GPU, NCCL) takes device memory and enqueues

@@ -132,6 +132,10 @@ public:
                      ir::DType dtype, std::string &error) override;
   LogicalResult recv(int64_t peer, void *out, int64_t count, ir::DType dtype,
                      std::string &error) override;
+  // Every message of the group posted at once, then waited for together.
+  LogicalResult sendRecv(llvm::ArrayRef<PointToPoint> sends,
+                         llvm::ArrayRef<PointToPoint> recvs,
+                         std::string &error) override;
 
 private:
   friend class MpiTransport;
@@ -379,6 +383,30 @@ LogicalResult Endpoint::recv(int64_t peer, void *out, int64_t count,
   }
   Exchange x;
   postRecv(x, peer, out, count * static_cast<int64_t>(ir::dtypeBytes(dtype)));
+  return finish(x, what, error);
+}
+
+LogicalResult Endpoint::sendRecv(llvm::ArrayRef<PointToPoint> sends,
+                                 llvm::ArrayRef<PointToPoint> recvs,
+                                 std::string &error) {
+  std::string what = "a group of " + std::to_string(sends.size()) +
+                     " sends and " + std::to_string(recvs.size()) +
+                     " receives";
+  for (const auto *list : {&sends, &recvs})
+    for (const PointToPoint &m : *list) {
+      std::string bad = badPointToPoint(mesh(), device_, m.peer, m.count);
+      if (!bad.empty()) {
+        error = what + ": " + bad;
+        return failure();
+      }
+    }
+  Exchange x;
+  for (const PointToPoint &m : sends)
+    postSend(x, m.peer, m.data,
+             m.count * static_cast<int64_t>(ir::dtypeBytes(m.dtype)));
+  for (const PointToPoint &m : recvs)
+    postRecv(x, m.peer, m.data,
+             m.count * static_cast<int64_t>(ir::dtypeBytes(m.dtype)));
   return finish(x, what, error);
 }
 

@@ -241,7 +241,8 @@ public:
   // so far. With several processes every rank calls it and gets every
   // device's.
   Result<std::vector<DeviceCommunication>> communication() const;
-  // On a mesh with a pp axis: how its pipeline ran; an error otherwise.
+  // On a mesh with a pp axis: how its pipeline ran (with several
+  // processes every rank calls it); an error otherwise.
   Result<PipelineReport> pipelineReport() const;
 
   // Writes the timeline of the steps run so far on a mesh (options.trace) as

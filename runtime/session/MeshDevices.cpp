@@ -23,7 +23,6 @@ FailureOr<MeshDevices> meshDevices(const SessionOptions &options, bool onCuda,
     cpu.trace = options.trace;
     MeshDevices devices = cpuMeshDevices(cpu);
     devices.runsPipelines = true;
-    devices.timeoutSeconds = options.commTimeout;
     return devices;
   }
 #if MGC_HAVE_CUDA

@@ -57,8 +57,22 @@ std::unique_ptr<MeshRunner> MeshRunner::create(MeshStep step,
   std::unique_ptr<MeshRunner> r(new MeshRunner(std::move(step)));
   const MeshStep &s = r->step_;
   r->devices_ = devices;
-  r->processes_ = processes;
-  if (processes && processes->size() > 1)
+  bool several = processes && processes->size() > 1;
+  if (s.pipeline && (!devices.runsPipelines ||
+                     (several && !s.pipeline->stageMesh.isTrivial()))) {
+    diag.error(several ? "a pipeline across processes runs pp alone for "
+                         "now (--mesh pp=N, its devices shared out among "
+                         "the processes)"
+                       : "a pipeline (pp) runs on the CPU's simulated "
+                         "devices only, for now");
+    return nullptr;
+  }
+  // A pipeline across processes shares out its stages; the apply part then
+  // runs on every process alike, each holding every parameter.
+  bool replicated = s.pipeline && several;
+  r->processes_ = replicated ? nullptr : processes;
+  r->replicaRank_ = replicated ? processes->rank() : 0;
+  if (several && !replicated)
     r->communicators_ = devices.acrossProcesses
                             ? devices.acrossProcesses(*processes)
                             : processes->communicators();
@@ -72,17 +86,18 @@ std::unique_ptr<MeshRunner> MeshRunner::create(MeshStep step,
   for (int64_t d : r->local_)
     r->times_.push_back({d, 0, 0});
   if (s.pipeline) {
-    if (!devices.runsPipelines || (processes && processes->size() > 1)) {
-      diag.error("a pipeline (pp) runs on the CPU's simulated devices in one "
-                 "process only, for now");
-      return nullptr;
-    }
+    // Each pipeline device of this process gets its share of the cores.
+    int64_t devicesHere = s.pipeline->schedule.stages *
+                          s.pipeline->stageMesh.numDevices() /
+                          (several ? processes->size() : 1);
     unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
-    unsigned perStage = std::max<unsigned>(
-        1, hardware / static_cast<unsigned>(s.pipeline->schedule.stages));
-    r->pipeline_ = PipelineRunner::create(s.pipeline, perStage,
-                                          devices.timeoutSeconds,
-                                          devices.trace, diag);
+    unsigned perDevice = std::max<unsigned>(
+        1, hardware / static_cast<unsigned>(std::max<int64_t>(1, devicesHere)));
+    r->pipeline_ =
+        PipelineRunner::create(s.pipeline, perDevice, devices.trace,
+                               replicated ? processes->communicators()
+                                          : backend::CommunicatorFactory(),
+                               diag);
     return r->pipeline_ ? std::move(r) : nullptr;
   }
   if (s.accumulate <= 1)
@@ -596,6 +611,8 @@ std::map<std::string, ir::TensorType> MeshRunner::persistentTypes() const {
 std::vector<runtime::TensorSlab> MeshRunner::localSlabs() const {
   std::map<std::string, ir::TensorType> types = persistentTypes();
   std::vector<runtime::TensorSlab> out;
+  if (replicaRank_ > 0)
+    return out; // the same parts as rank 0's
   for (size_t k = 0; k < local_.size(); ++k) {
     int64_t d = local_[k];
     const ir::Graph &g = step_.step.programs.programFor(d).graph();

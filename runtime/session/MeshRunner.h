@@ -45,10 +45,8 @@ struct MeshDevices {
   std::function<backend::CommunicatorFactory(backend::ProcessGroup &)>
       acrossProcesses;
   // Whether the devices can run a pipeline (MeshStep::pipeline: the CPU's
-  // simulated devices, in one process), and how long a pipeline device
-  // waits for a message before the step fails.
+  // simulated devices, in one process or shared among processes).
   bool runsPipelines = false;
-  double timeoutSeconds = 300;
 };
 
 // Simulated CPU devices with `options` (their communicators replaced by the
@@ -171,7 +169,12 @@ private:
   MeshDevices devices_;
   // The processes' communicators when the mesh is spread over several.
   backend::CommunicatorFactory communicators_;
+  // The job's processes, when they share the devices this runner holds
+  // (null for a pipeline across processes, whose apply part every process
+  // runs alike: replicaRank_ is then its rank, and only rank 0 writes the
+  // parts of a checkpoint).
   backend::ProcessGroup *processes_ = nullptr;
+  int replicaRank_ = 0;
   std::vector<int64_t> local_;
   // Per local device (same index as local_): its parts of the parameters
   // and state, by name.

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <system_error>
@@ -25,14 +24,6 @@ using Clock = std::chrono::steady_clock;
 
 double secondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-// A message in flight: (gradient, from, to, micro-batch, device of the
-// stage mesh).
-using MessageKey = std::tuple<bool, int64_t, int64_t, int64_t, int64_t>;
-
-MessageKey keyOf(const PipeMessage &m, int64_t r) {
-  return {m.gradient, m.fromStage, m.toStage, m.micro, r};
 }
 
 std::string messageText(const PipeMessage &m) {
@@ -78,18 +69,20 @@ struct StageOutput {
 
 struct PipelineRunner::Shared {
   std::mutex mutex;
-  std::condition_variable changed;
-  std::map<MessageKey, NamedTensors> mailbox;
   bool aborted = false;
   std::string context;
   // Per thread (device r of pipeline device d is thread d * devices per
-  // stage + r): what its programs gave that is not a pipe value, its bytes
-  // sent and its seconds computing and waiting.
+  // stage + r; threads of devices other processes run stay empty): what its
+  // programs gave that is not a pipe value, its bytes sent and its seconds
+  // computing and waiting.
   std::vector<std::vector<StageOutput>> outputs;
   std::vector<uint64_t> bytesSent;
   std::vector<double> busySeconds, waitSeconds;
   // Per thread, its timeline (when tracing).
   std::vector<std::vector<backend::TraceEvent>> events;
+  // Across processes: per thread, its micro-batches' outputs summed over
+  // the pipeline (every device gets the same).
+  std::vector<std::vector<NamedTensors>> reduced;
 };
 
 double PipelineRunner::Times::bubble() const {
@@ -101,54 +94,71 @@ double PipelineRunner::Times::bubble() const {
   return total > 0 ? 1 - busy / total : 0;
 }
 
-std::unique_ptr<PipelineRunner>
-PipelineRunner::create(std::shared_ptr<const PipelinePart> part,
-                       unsigned threads, double timeoutSeconds, bool trace,
-                       DiagnosticEngine &diag) {
+std::unique_ptr<PipelineRunner> PipelineRunner::create(
+    std::shared_ptr<const PipelinePart> part, unsigned threads, bool trace,
+    const backend::CommunicatorFactory &communicators, DiagnosticEngine &diag) {
   std::unique_ptr<PipelineRunner> r(new PipelineRunner());
   r->trace_ = trace;
   r->traceOrigin_ = Clock::now();
   r->part_ = std::move(part);
-  r->timeoutSeconds_ = timeoutSeconds;
   const PipelinePart &p = *r->part_;
   int64_t devices = p.schedule.stages;
   int64_t perStage = p.stageMesh.numDevices();
-  if (perStage > 1)
-    for (int64_t d = 0; d < devices; ++d)
-      r->collectives_.push_back(
-          std::make_unique<backend::cpu::InProcessMesh>(p.stageMesh));
-  for (int64_t d = 0; d < perStage; ++d)
+  // The whole mesh: pp outermost, then the stage mesh's axes.
+  std::vector<ir::MeshAxis> axes{{ir::kPipelineAxis, devices, {}}};
+  for (const ir::MeshAxis &a : p.stageMesh.axes())
+    axes.push_back(a);
+  ir::Mesh whole(std::move(axes));
+  if (communicators) {
+    std::string error;
+    r->comms_ = communicators(whole, error);
+    if (!r->comms_) {
+      diag.error("the pipeline's communicators: " + error);
+      return nullptr;
+    }
+  } else {
+    r->comms_ = std::make_unique<backend::cpu::InProcessMesh>(whole);
+  }
+  r->local_.assign(r->comms_->localDevices().begin(),
+                   r->comms_->localDevices().end());
+  r->acrossProcesses_ =
+      static_cast<int64_t>(r->local_.size()) != whole.numDevices();
+  for (int64_t device : r->local_) {
+    int64_t d = device / perStage, rr = device % perStage;
     for (const std::vector<size_t> &ofDevice : p.splitOf) {
-      size_t k = ofDevice[d];
-      auto [it, inserted] = r->executors_.try_emplace({d, k});
-      if (!inserted)
-        continue;
+      size_t k = ofDevice[rr];
+      StageExecutors &stages = r->executors_[{rr, k}];
+      stages.resize(p.executables[k].size());
       for (size_t v = 0; v < p.executables[k].size(); ++v) {
+        if (p.schedule.deviceOf(static_cast<int64_t>(v)) != d ||
+            !stages[v].empty())
+          continue;
         backend::cpu::CpuOptions options;
         options.threads = std::max(1u, threads);
-        if (perStage > 1)
-          options.comm =
-              &r->collectives_[p.schedule.deviceOf(static_cast<int64_t>(v))]
-                   ->endpoint(d);
-        auto &phases = it->second.emplace_back();
+        options.comm = &r->comms_->endpoint(device);
         for (const auto &exe : p.executables[k][v]) {
           auto e = backend::cpu::CpuExecutor::create(*exe, options, diag);
           if (!e)
             return nullptr;
-          phases.push_back(std::move(e));
+          stages[v].push_back(std::move(e));
         }
       }
     }
+  }
+  for (const passes::PipelineSplit &split : p.splits) {
+    std::map<std::string, ir::TensorType> &types =
+        r->outputTypes_.emplace_back();
+    for (const auto &phases : split.programs)
+      for (const auto &program : phases)
+        for (const ir::Output &o : program->graph().outputs())
+          if (!llvm::StringRef(o.name).startswith(passes::kPipeValuePrefix))
+            types.emplace(o.name, o.value->type());
+  }
   r->times_.bytesSent.assign(devices, 0);
   r->times_.busySeconds.assign(devices, 0);
   r->times_.waitSeconds.assign(devices, 0);
   r->times_.devicesPerStage = perStage;
   return r;
-}
-
-void PipelineRunner::abortCollectives(const std::string &why) {
-  for (auto &c : collectives_)
-    c->abort(why);
 }
 
 void PipelineRunner::runDevice(int64_t d, int64_t r, Shared &shared,
@@ -166,9 +176,8 @@ void PipelineRunner::runDevice(int64_t d, int64_t r, Shared &shared,
     {
       std::lock_guard<std::mutex> lock(shared.mutex);
       shared.aborted = true;
-      shared.changed.notify_all();
     }
-    abortCollectives(why);
+    comms_->abort(why);
   };
   // "device 1" of a pipeline alone, "device 1.2" (device 2 of pipeline
   // device 1's stage mesh) on a mesh.
@@ -179,9 +188,11 @@ void PipelineRunner::runDevice(int64_t d, int64_t r, Shared &shared,
     std::lock_guard<std::mutex> lock(shared.mutex);
     return shared.aborted;
   };
-  size_t thread = static_cast<size_t>(d * part.stageMesh.numDevices() + r);
+  int64_t perStage = part.stageMesh.numDevices();
+  size_t thread = static_cast<size_t>(d * perStage + r);
   // The device of the whole mesh (pp outermost): pp coordinate d, then r.
   int64_t meshDevice = static_cast<int64_t>(thread);
+  backend::Communicator &comm = comms_->endpoint(meshDevice);
   auto microsSince = [&](Clock::time_point t) {
     return std::chrono::duration<double, std::micro>(t - traceOrigin_).count();
   };
@@ -260,70 +271,102 @@ void PipelineRunner::runDevice(int64_t d, int64_t r, Shared &shared,
         done.push_back({stage, micro});
       continue;
     }
-    // A group of messages: the sends go first (they never wait here), then
-    // the receives.
+    // A group of messages, each value on its own, posted together: the
+    // sends and receives between two computations complete as one.
+    std::vector<backend::Communicator::PointToPoint> sends, recvs;
+    // Where each received value goes: (stage, micro-batch), name, tensor.
+    struct Arrival {
+      std::pair<int64_t, int64_t> at;
+      std::string name;
+      runtime::Tensor tensor;
+    };
+    std::vector<Arrival> arrivals;
+    std::string what;
     for (const passes::PipePart &p : op.parts) {
-      if (!p.send)
-        continue;
       const PipeMessage &m = p.message;
       const PipelineSplit &split = part.splits[part.splitOf[m.micro][r]];
-      NamedTensors &from = held[{m.fromStage, m.micro}];
-      NamedTensors message;
+      what += (what.empty() ? "" : ", ") +
+              std::string(p.send ? "sending " : "receiving ") + messageText(m);
+      int64_t peer = p.peer * perStage + r;
       for (size_t i : carried(split, m)) {
         const std::string &name = split.values[i].name;
+        if (!p.send) {
+          arrivals.push_back({{m.toStage, m.micro},
+                              name,
+                              runtime::Tensor(split.values[i].type)});
+          continue;
+        }
+        NamedTensors &from = held[{m.fromStage, m.micro}];
         auto it = from.find(name);
         if (it == from.end()) {
           fail(shared.context + self + " sends " + messageText(m) +
                " without its '" + name + "' (internal error)");
           return;
         }
-        shared.bytesSent[thread] += it->second.nbytes();
-        message.emplace(name, it->second);
+        runtime::Tensor &t = it->second;
+        sends.push_back({peer, t.data(), t.numel(), t.dtype()});
+        shared.bytesSent[thread] += t.nbytes();
       }
-      std::lock_guard<std::mutex> lock(shared.mutex);
-      shared.mailbox[keyOf(m, r)] = std::move(message);
-      shared.changed.notify_all();
+      if (!p.send)
+        for (size_t a = arrivals.size() - carried(split, m).size();
+             a < arrivals.size(); ++a)
+          recvs.push_back({peer, arrivals[a].tensor.data(),
+                           arrivals[a].tensor.numel(),
+                           arrivals[a].tensor.dtype()});
     }
-    for (const passes::PipePart &p : op.parts) {
-      if (p.send)
-        continue;
-      const PipeMessage &m = p.message;
-      NamedTensors message;
-      {
-        auto started = Clock::now();
-        std::unique_lock<std::mutex> lock(shared.mutex);
-        auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::duration<double>(timeoutSeconds_);
-        bool arrived = shared.changed.wait_until(lock, deadline, [&] {
-          return shared.aborted || shared.mailbox.count(keyOf(m, r));
-        });
-        if (shared.aborted)
-          return;
-        if (!arrived) {
-          lock.unlock();
-          fail(shared.context + self + " waited more than " +
-               std::to_string(int(timeoutSeconds_)) + " s for " +
-               messageText(m) + " from device " + std::to_string(p.peer));
-          return;
-        }
-        auto it = shared.mailbox.find(keyOf(m, r));
-        message = std::move(it->second);
-        shared.mailbox.erase(it);
-        shared.waitSeconds[thread] += secondsSince(started);
-        if (trace_)
-          shared.events[thread].push_back(
-              {meshDevice, backend::TraceEvent::Queue::Communication, "recv",
-               messageText(m), microsSince(started),
-               microsSince(Clock::now())});
-      }
-      NamedTensors &into = held[{m.toStage, m.micro}];
-      for (auto &[name, tensor] : message)
-        into.insert_or_assign(name, std::move(tensor));
+    auto started = Clock::now();
+    std::string why;
+    if (failed(comm.sendRecv(sends, recvs, why))) {
+      if (!aborted())
+        fail(shared.context + self + " " + what + ": " + why);
+      return;
     }
+    if (!recvs.empty()) {
+      shared.waitSeconds[thread] += secondsSince(started);
+      if (trace_)
+        shared.events[thread].push_back(
+            {meshDevice, backend::TraceEvent::Queue::Communication, "recv",
+             what, microsSince(started), microsSince(Clock::now())});
+    }
+    for (Arrival &a : arrivals)
+      held[a.at].insert_or_assign(a.name, std::move(a.tensor));
     for (const auto &key : done)
       held.erase(key);
     done.clear();
   }
+  if (!acrossProcesses_)
+    return;
+  // Every process needs every output: each device adds up its
+  // micro-batches' outputs over the pipeline (zeros where it has none), in
+  // coordinate order, its own parts first in stage order.
+  std::stable_sort(outputs.begin(), outputs.end(),
+                   [](const StageOutput &a, const StageOutput &b) {
+                     return std::tie(a.micro, a.stage, a.phase) <
+                            std::tie(b.micro, b.stage, b.phase);
+                   });
+  std::vector<NamedTensors> &sums = shared.reduced[thread];
+  sums.assign(schedule.micro, {});
+  for (int64_t i = 0; i < schedule.micro; ++i)
+    for (const auto &[name, type] : outputTypes_[part.splitOf[i][r]]) {
+      runtime::Tensor sum(type);
+      for (const StageOutput &o : outputs)
+        if (o.micro == i && o.name == name)
+          sum = runtime::sumTensors({sum, o.tensor});
+      std::string why;
+      if (!ir::isFloat(type.dtype)) {
+        fail(shared.context + self + ": output '" + name + "' (" + type.str() +
+             ") cannot be summed over the pipeline's processes");
+        return;
+      }
+      if (failed(comm.allReduce(ir::kPipelineAxis, sum.data(), sum.data(),
+                                sum.numel(), sum.dtype(), why))) {
+        if (!aborted())
+          fail(shared.context + self + " summing output '" + name +
+               "' over the pipeline: " + why);
+        return;
+      }
+      sums[i].emplace(name, std::move(sum));
+    }
 }
 
 FailureOr<std::vector<std::vector<backend::NamedTensors>>>
@@ -343,8 +386,7 @@ PipelineRunner::run(const PerDevice &arguments, DiagnosticEngine &diag,
                " devices: given arguments of another shape (internal error)");
     return failure();
   }
-  for (auto &c : collectives_)
-    c->reset();
+  comms_->reset();
   auto started = Clock::now();
   Shared shared;
   shared.context = context.str();
@@ -353,29 +395,29 @@ PipelineRunner::run(const PerDevice &arguments, DiagnosticEngine &diag,
   shared.busySeconds.assign(numThreads, 0);
   shared.waitSeconds.assign(numThreads, 0);
   shared.events.resize(numThreads);
+  shared.reduced.resize(numThreads);
   std::vector<std::string> errors(numThreads);
   std::vector<std::thread> threads;
+  auto runOn = [&](int64_t device) {
+    runDevice(device / perStage, device % perStage, shared, arguments,
+              errors[static_cast<size_t>(device)]);
+  };
   try {
-    for (size_t t = 1; t < numThreads; ++t)
-      threads.emplace_back([&, t] {
-        runDevice(static_cast<int64_t>(t) / perStage,
-                  static_cast<int64_t>(t) % perStage, shared, arguments,
-                  errors[t]);
-      });
+    for (size_t t = 1; t < local_.size(); ++t)
+      threads.emplace_back([&, t] { runOn(local_[t]); });
   } catch (const std::system_error &e) {
     {
       std::lock_guard<std::mutex> lock(shared.mutex);
       shared.aborted = true;
-      shared.changed.notify_all();
     }
-    abortCollectives("the pipeline's threads did not start");
+    comms_->abort("the pipeline's threads did not start");
     for (std::thread &t : threads)
       t.join();
     diag.error(context +
                "cannot start the pipeline's device threads: " + e.what());
     return failure();
   }
-  runDevice(0, 0, shared, arguments, errors[0]);
+  runOn(local_.front());
   for (std::thread &t : threads)
     t.join();
   // The first failure, not the waits it caused elsewhere.
@@ -401,6 +443,19 @@ PipelineRunner::run(const PerDevice &arguments, DiagnosticEngine &diag,
     times_.waitSeconds[d] += shared.waitSeconds[t];
   }
 
+  std::vector<std::vector<NamedTensors>> out(
+      part.schedule.micro, std::vector<NamedTensors>(perStage));
+  if (acrossProcesses_) {
+    // Each device of the stage mesh takes the sums of its first local copy.
+    for (int64_t r = 0; r < perStage; ++r)
+      for (int64_t device : local_)
+        if (device % perStage == r) {
+          for (int64_t i = 0; i < part.schedule.micro; ++i)
+            out[i][r] = std::move(shared.reduced[device][i]);
+          break;
+        }
+    return out;
+  }
   // Every output in a fixed order (micro-batch, device, stage, phase), so
   // that the parts of a sum add up the same way every step.
   std::vector<StageOutput> all;
@@ -412,8 +467,6 @@ PipelineRunner::run(const PerDevice &arguments, DiagnosticEngine &diag,
                      return std::tie(a.micro, a.device, a.stage, a.phase) <
                             std::tie(b.micro, b.device, b.stage, b.phase);
                    });
-  std::vector<std::vector<NamedTensors>> out(
-      part.schedule.micro, std::vector<NamedTensors>(perStage));
   for (StageOutput &o : all) {
     NamedTensors &into = out[o.micro][o.device];
     auto it = into.find(o.name);

@@ -7,8 +7,8 @@
 // before and after, as the program's messages say. A stage keeps
 // what its later phases of a micro-batch read until its last phase of it
 // is done (so 1F1B holds fewer micro-batches than GPipe). The schedule was
-// proved free of deadlock when the step was built; a wait that runs past
-// the timeout still fails, naming the device and the message.
+// proved free of deadlock when the step was built; a failing device aborts
+// the communicators, so that no other waits for it.
 #pragma once
 
 #include "backend/Communicator.h"
@@ -34,9 +34,15 @@ public:
   // `threads`: kernel threads of each device (counting its own). Reports
   // and returns null when a program cannot run on the CPU.
   // `trace`: record a timeline of every device's work and waits.
+  // `communicators` makes the communicators of the whole mesh (pp, then
+  // the stage mesh's axes) and so chooses the devices this process runs:
+  // empty, every device in this process (backend/cpu/InProcessCommunicator.h);
+  // over several processes each runs its devices, and every process gets
+  // every output, summed over the pipeline.
   static std::unique_ptr<PipelineRunner>
-  create(std::shared_ptr<const PipelinePart> part, unsigned threads,
-         double timeoutSeconds, bool trace, DiagnosticEngine &diag);
+  create(std::shared_ptr<const PipelinePart> part, unsigned threads, bool trace,
+         const backend::CommunicatorFactory &communicators,
+         DiagnosticEngine &diag);
 
   // Runs every micro-batch of one step: arguments[i][d] are micro-batch
   // i's on device d of the stage mesh (the micro program's inputs and the
@@ -81,8 +87,6 @@ private:
   // Runs device `r` of pipeline device `d`; on failure sets `error`.
   void runDevice(int64_t d, int64_t r, Shared &shared,
                  const PerDevice &arguments, std::string &error);
-  // Makes every waiting collective of every stage fail.
-  void abortCollectives(const std::string &why);
 
   // Stage programs of one split, each on its device's own executor:
   // [virtual stage][phase].
@@ -90,10 +94,15 @@ private:
       std::vector<std::vector<std::unique_ptr<backend::cpu::CpuExecutor>>>;
 
   std::shared_ptr<const PipelinePart> part_;
-  double timeoutSeconds_ = 0;
-  // Per pipeline device, the collectives among its stage mesh's devices
-  // (none when the stage mesh is one device).
-  std::vector<std::unique_ptr<backend::CommunicatorSet>> collectives_;
+  // The whole mesh's communicators: the messages between stages and the
+  // collectives within each; the devices of it this process runs, and
+  // whether other processes run the rest.
+  std::unique_ptr<backend::CommunicatorSet> comms_;
+  std::vector<int64_t> local_;
+  bool acrossProcesses_ = false;
+  // Per split, the type of every output of its programs but the pipe
+  // values, by name.
+  std::vector<std::map<std::string, ir::TensorType>> outputTypes_;
   // executors_[{r, k}]: split k's programs on device r of the stage mesh.
   std::map<std::pair<int64_t, size_t>, StageExecutors> executors_;
   Times times_;

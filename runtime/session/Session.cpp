@@ -583,7 +583,35 @@ Result<PipelineReport> Session::pipelineReport() const {
     return Status::error("error: a pipeline report needs a mesh with a pp "
                          "axis (SessionOptions::mesh)");
   const session::PipelinePart &part = *impl_->meshRunner->step().pipeline;
-  const session::PipelineRunner::Times &t = runner->times();
+  session::PipelineRunner::Times t = runner->times();
+  if (impl_->processes && impl_->processes->size() > 1) {
+    // Each process measured its own devices (zeros for the others'): add
+    // every process's figures. Every rank calls this.
+    std::vector<double> mine;
+    for (size_t d = 0; d < t.busySeconds.size(); ++d)
+      mine.insert(mine.end(), {t.busySeconds[d], t.waitSeconds[d],
+                               static_cast<double>(t.bytesSent[d])});
+    std::string bytes(reinterpret_cast<const char *>(mine.data()),
+                      mine.size() * sizeof(double)),
+        error;
+    std::vector<std::string> all;
+    if (failed(impl_->processes->allGather(bytes, all, error)))
+      return Status::error("error: gathering the pipeline's times: " + error);
+    std::fill(t.busySeconds.begin(), t.busySeconds.end(), 0);
+    std::fill(t.waitSeconds.begin(), t.waitSeconds.end(), 0);
+    std::fill(t.bytesSent.begin(), t.bytesSent.end(), 0);
+    for (const std::string &rank : all) {
+      if (rank.size() != bytes.size())
+        return Status::error("error: gathering the pipeline's times: a "
+                             "rank's figures are malformed");
+      const double *v = reinterpret_cast<const double *>(rank.data());
+      for (size_t d = 0; d < t.busySeconds.size(); ++d) {
+        t.busySeconds[d] += v[3 * d];
+        t.waitSeconds[d] += v[3 * d + 1];
+        t.bytesSent[d] += static_cast<uint64_t>(v[3 * d + 2]);
+      }
+    }
+  }
   PipelineReport r;
   r.stages = static_cast<int>(part.schedule.stages);
   r.microBatches = static_cast<int>(part.schedule.micro);
