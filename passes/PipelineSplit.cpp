@@ -135,6 +135,7 @@ private:
     return {stageOf_.lookup(op), phaseOf_.lookup(op)};
   }
   int64_t stages() const { return static_cast<int64_t>(first_.size()); }
+  size_t numPhases() const { return splitBackward_ ? 3 : 2; }
   Phase lastPhase() const {
     return splitBackward_ ? Phase::Weight : Phase::Backward;
   }
@@ -289,7 +290,7 @@ private:
   }
 
   size_t index(Place p) const {
-    return static_cast<size_t>(p.stage) * (splitBackward_ ? 3 : 2) +
+    return static_cast<size_t>(p.stage) * numPhases() +
            static_cast<size_t>(p.phase);
   }
 

@@ -258,6 +258,20 @@ void returnResident(std::vector<NamedTensors> &from,
     }
 }
 
+// Adds a micro-batch's summed outputs (micro.sum.*) to `sums`, moving them
+// out of `outputs` (the rest of `outputs` stays).
+void addMicroSums(NamedTensors &outputs, NamedTensors &sums) {
+  for (auto &[name, tensor] : outputs) {
+    if (!llvm::StringRef(name).startswith(passes::kMicroSumPrefix))
+      continue;
+    auto it = sums.find(name);
+    if (it == sums.end())
+      sums.emplace(name, std::move(tensor));
+    else
+      it->second = runtime::sumTensors({it->second, tensor});
+  }
+}
+
 } // namespace
 
 FailureOr<std::vector<RunResult>>
@@ -424,15 +438,7 @@ FailureOr<RunResult> MeshRunner::run(const NamedTensors &inputs,
         return failure();
       for (size_t k = 0; k < n; ++k) {
         RunResult &r = (*ran)[k];
-        for (auto &[name, tensor] : r.outputs) {
-          if (!llvm::StringRef(name).startswith(passes::kMicroSumPrefix))
-            continue;
-          auto it = parts[k].find(name);
-          if (it == parts[k].end())
-            parts[k].emplace(name, std::move(tensor));
-          else
-            it->second = runtime::sumTensors({it->second, tensor});
-        }
+        addMicroSums(r.outputs, parts[k]);
         pieces[microOf(local_[k])] = std::move(r.outputs);
       }
     }
@@ -500,15 +506,7 @@ LogicalResult MeshRunner::runPipeline(const NamedTensors &inputs,
   for (int64_t i = 0; i < s.accumulate; ++i)
     for (size_t k = 0; k < n; ++k) {
       NamedTensors &outputs = (*ran)[i][k];
-      for (auto &[name, tensor] : outputs) {
-        if (!llvm::StringRef(name).startswith(passes::kMicroSumPrefix))
-          continue;
-        auto it = sums[k].find(name);
-        if (it == sums[k].end())
-          sums[k].emplace(name, tensor);
-        else
-          it->second = runtime::sumTensors({it->second, tensor});
-      }
+      addMicroSums(outputs, sums[k]);
       pieces[passes::microBatchDevice(s.mesh, s.accumulate, local_[k], i)] =
           std::move(outputs);
     }
