@@ -4,13 +4,21 @@ namespace mgc::passes {
 
 using ir::Value;
 
+std::string describeOp(const ir::Op &op) {
+  std::string s = op.name().str();
+  if (!op.scope().empty())
+    s += " in " + op.scope();
+  return s;
+}
+
 std::unique_ptr<ir::Module>
-ModuleExtract::build(const llvm::DenseSet<const ir::Op *> &ops) {
+ModuleExtract::build(const llvm::DenseSet<const ir::Op *> &ops,
+                     llvm::ArrayRef<const ir::Value *> alsoRead) {
   map_.clear();
   auto m = std::make_unique<ir::Module>(from_.name());
   m->attrs() = from_.attrs();
   ir::Graph &g = m->graph();
-  llvm::DenseSet<const Value *> used;
+  llvm::DenseSet<const Value *> used(alsoRead.begin(), alsoRead.end());
   for (const auto &op : from_.graph().ops())
     if (ops.contains(op.get()))
       for (const Value *v : op->operands())

@@ -6,6 +6,7 @@
 
 #include "ir/Graph.h"
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 
@@ -15,6 +16,9 @@
 #include <vector>
 
 namespace mgc::passes {
+
+// An op as errors about cutting name it: "matmul in blocks.1.attn".
+std::string describeOp(const ir::Op &op);
 
 class ModuleExtract {
 public:
@@ -26,8 +30,11 @@ public:
 
   // A module (attributes and placements kept, no outputs) with the ops of
   // `from` in `ops`, in their order, the arguments of `from` they read, and
-  // the replaced values they read as inputs.
-  std::unique_ptr<ir::Module> build(const llvm::DenseSet<const ir::Op *> &ops);
+  // the replaced values they read as inputs; `alsoRead` are values the
+  // caller reads too (an update's target, a result that is an argument).
+  std::unique_ptr<ir::Module>
+  build(const llvm::DenseSet<const ir::Op *> &ops,
+        llvm::ArrayRef<const ir::Value *> alsoRead = {});
 
   // The copy of a value of `from` in the last module built (null when it
   // has none).

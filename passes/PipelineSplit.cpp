@@ -82,13 +82,6 @@ bool isSumOutput(llvm::StringRef name) {
   return name.startswith(kMicroSumPrefix);
 }
 
-std::string describeOp(const Op &op) {
-  std::string s = op.name().str();
-  if (!op.scope().empty())
-    s += " in " + op.scope();
-  return s;
-}
-
 // A program of the split: a stage and a phase.
 struct Place {
   int64_t stage = 0;

@@ -8,6 +8,7 @@
 
 #include <cstring>
 #include <map>
+#include <set>
 #include <thread>
 
 namespace mgc::session {
@@ -67,12 +68,10 @@ std::unique_ptr<MeshRunner> MeshRunner::create(MeshStep step,
                          "devices only, for now");
     return nullptr;
   }
-  // A pipeline across processes shares out its stages; the apply part then
-  // runs on every process alike, each holding every parameter.
-  bool replicated = s.pipeline && several;
-  r->processes_ = replicated ? nullptr : processes;
-  r->replicaRank_ = replicated ? processes->rank() : 0;
-  if (several && !replicated)
+  r->processes_ = processes;
+  if (s.pipeline)
+    return succeeded(r->createPipeline(diag)) ? std::move(r) : nullptr;
+  if (several)
     r->communicators_ = devices.acrossProcesses
                             ? devices.acrossProcesses(*processes)
                             : processes->communicators();
@@ -85,21 +84,6 @@ std::unique_ptr<MeshRunner> MeshRunner::create(MeshStep step,
   r->resident_.resize(r->local_.size());
   for (int64_t d : r->local_)
     r->times_.push_back({d, 0, 0});
-  if (s.pipeline) {
-    // Each pipeline device of this process gets its share of the cores.
-    int64_t devicesHere = s.pipeline->schedule.stages *
-                          s.pipeline->stageMesh.numDevices() /
-                          (several ? processes->size() : 1);
-    unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
-    unsigned perDevice = std::max<unsigned>(
-        1, hardware / static_cast<unsigned>(std::max<int64_t>(1, devicesHere)));
-    r->pipeline_ =
-        PipelineRunner::create(s.pipeline, perDevice, devices.trace,
-                               replicated ? processes->communicators()
-                                          : backend::CommunicatorFactory(),
-                               diag);
-    return r->pipeline_ ? std::move(r) : nullptr;
-  }
   if (s.accumulate <= 1)
     return r;
   // Micro-batches whose devices run the same programs share an executor.
@@ -143,15 +127,96 @@ std::unique_ptr<MeshRunner> MeshRunner::create(MeshStep step,
   return r;
 }
 
+LogicalResult MeshRunner::createPipeline(DiagnosticEngine &diag) {
+  const MeshStep &s = step_;
+  const PipelinePart &part = *s.pipeline;
+  bool several = processes_ && processes_->size() > 1;
+  perStage_ = s.mesh.numDevices();
+  // Each pipeline device of this process gets its share of the cores.
+  int64_t devicesHere =
+      part.schedule.stages * perStage_ / (several ? processes_->size() : 1);
+  unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
+  unsigned perDevice = std::max<unsigned>(
+      1, hardware / static_cast<unsigned>(std::max<int64_t>(1, devicesHere)));
+  pipeline_ = PipelineRunner::create(s.pipeline, perDevice, devices_.trace,
+                                     several ? processes_->communicators()
+                                             : backend::CommunicatorFactory(),
+                                     diag);
+  if (!pipeline_)
+    return failure();
+  local_.assign(pipeline_->localDevices().begin(),
+                pipeline_->localDevices().end());
+  resident_.resize(local_.size());
+  for (int64_t g : local_)
+    times_.push_back({g, 0, 0});
+  // Each local pipeline device runs its apply programs on its copy of the
+  // stage mesh (every device of which is in this process).
+  for (int64_t g : local_) {
+    int64_t owner = g / perStage_;
+    if (!applies_.empty() && applies_.back().device == owner)
+      continue;
+    StageApply &a = applies_.emplace_back();
+    a.device = owner;
+    std::vector<const backend::Executable *> gathers, updates;
+    for (int64_t d = 0; d < perStage_; ++d) {
+      const auto &exes =
+          part.applyExecutables[s.step.programs.programOf[d]][owner];
+      gathers.push_back(exes.first.get());
+      updates.push_back(exes.second.get());
+    }
+    size_t withGather = llvm::count_if(
+        gathers, [](const backend::Executable *e) { return e != nullptr; });
+    if (withGather != 0 && withGather != gathers.size()) {
+      diag.error("pipeline device " + std::to_string(owner) +
+                 ": some devices of its stage mesh share values of the "
+                 "optimizer step and others not (internal error)");
+      return failure();
+    }
+    if (withGather && !(a.gather = devices_.make(s.mesh, gathers, {}, diag)))
+      return failure();
+    if (!(a.update = devices_.make(s.mesh, updates, {}, diag)))
+      return failure();
+  }
+  // The first pipeline device holding a tensor gives its parts.
+  const passes::ApplySplit &cut = part.applySplits.front();
+  for (int64_t owner = 0; owner < cut.devices; ++owner)
+    for (const auto *program :
+         {cut.gather[owner].get(), cut.update[owner].get()})
+      if (program)
+        for (const auto &arg : program->graph().arguments())
+          if (arg->isPersistent())
+            firstHolder_.try_emplace(arg->name(), owner);
+  return success();
+}
+
+size_t MeshRunner::localIndex(int64_t device) const {
+  return static_cast<size_t>(llvm::find(local_, device) - local_.begin());
+}
+
+std::vector<const ir::Graph *> MeshRunner::heldGraphs(size_t k) const {
+  const MeshStep &s = step_;
+  if (!pipeline_)
+    return {&s.step.programs.programFor(local_[k]).graph()};
+  int64_t owner = local_[k] / perStage_;
+  const passes::ApplySplit &cut =
+      s.pipeline->applySplits[s.step.programs.programOf[placedOn(k)]];
+  std::vector<const ir::Graph *> out;
+  if (cut.gather[owner])
+    out.push_back(&cut.gather[owner]->graph());
+  out.push_back(&cut.update[owner]->graph());
+  return out;
+}
+
 LogicalResult MeshRunner::forEachHeld(
     const std::function<LogicalResult(size_t, int64_t, const ir::Value &)>
         &fn) {
   for (size_t k = 0; k < local_.size(); ++k) {
-    int64_t d = local_[k];
-    for (const auto &arg :
-         step_.step.programs.programFor(d).graph().arguments())
-      if (arg->isPersistent() && failed(fn(k, d, *arg)))
-        return failure();
+    std::set<std::string> seen;
+    for (const ir::Graph *g : heldGraphs(k))
+      for (const auto &arg : g->arguments())
+        if (arg->isPersistent() && seen.insert(arg->name()).second &&
+            failed(fn(k, placedOn(k), *arg)))
+          return failure();
   }
   return success();
 }
@@ -211,7 +276,7 @@ MeshRunner::cutInputs(const MeshPart &part,
                       const NamedTensors &inputs,
                       std::vector<NamedTensors> &into, DiagnosticEngine &diag) {
   for (size_t k = 0; k < local_.size(); ++k) {
-    int64_t v = deviceOf(local_[k]);
+    int64_t v = deviceOf(placedOn(k));
     for (const auto &arg : part.programs.programFor(v).graph().arguments()) {
       if (arg->kind() != ir::ValueKind::Input ||
           llvm::StringRef(arg->name()).startswith(passes::kMicroSumPrefix))
@@ -235,7 +300,7 @@ void MeshRunner::addResident(const MeshPart &part,
                              const std::function<int64_t(int64_t)> &deviceOf,
                              std::vector<NamedTensors> &into) {
   for (size_t k = 0; k < local_.size(); ++k) {
-    int64_t v = deviceOf(local_[k]);
+    int64_t v = deviceOf(placedOn(k));
     for (const auto &arg : part.programs.programFor(v).graph().arguments())
       if (arg->isPersistent()) {
         auto it = resident_[k].find(arg->name());
@@ -277,17 +342,29 @@ void addMicroSums(NamedTensors &outputs, NamedTensors &sums) {
 FailureOr<std::vector<RunResult>>
 MeshRunner::runExecutor(backend::DeviceMesh &executor,
                         const std::vector<NamedTensors> &parts,
-                        DiagnosticEngine &diag, llvm::StringRef context) {
+                        DiagnosticEngine &diag, llvm::StringRef context,
+                        const std::vector<size_t> &into) {
   auto ran = executor.run(parts, diag, context);
+  auto localOf = [&](size_t j) { return into.empty() ? j : into[j]; };
   if (ran.succeeded())
-    for (size_t k = 0; k < times_.size(); ++k) {
-      times_[k].stepSeconds += executor.lastTimes()[k].stepSeconds;
-      times_[k].waitSeconds += executor.lastTimes()[k].waitSeconds;
-      times_[k].bytesSent += executor.lastTimes()[k].bytesSent;
+    for (size_t j = 0; j < executor.lastTimes().size(); ++j) {
+      backend::QueueTimes &t = times_[localOf(j)];
+      t.stepSeconds += executor.lastTimes()[j].stepSeconds;
+      t.waitSeconds += executor.lastTimes()[j].waitSeconds;
+      t.bytesSent += executor.lastTimes()[j].bytesSent;
     }
   if (devices_.trace) {
-    trace_.insert(trace_.end(), executor.trace().begin(),
-                  executor.trace().end());
+    for (backend::TraceEvent e : executor.trace()) {
+      // The executor's device as a device of this runner's mesh.
+      if (!into.empty()) {
+        llvm::ArrayRef<int64_t> mine = executor.localDevices();
+        size_t j =
+            static_cast<size_t>(llvm::find(mine, e.device) - mine.begin());
+        if (j < into.size())
+          e.device = local_[into[j]];
+      }
+      trace_.push_back(std::move(e));
+    }
     executor.clearTrace();
     executor.setTraceOrigin(origin_);
   }
@@ -401,23 +478,55 @@ FailureOr<RunResult> MeshRunner::run(const NamedTensors &inputs,
   if (devices_.trace && !traceStarted_) {
     // One timeline for every executor, from the first step.
     origin_ = std::chrono::steady_clock::now();
-    executor_->setTraceOrigin(origin_);
+    if (executor_)
+      executor_->setTraceOrigin(origin_);
     for (auto &e : microExecutors_)
       e->setTraceOrigin(origin_);
+    for (StageApply &a : applies_)
+      for (backend::DeviceMesh *e : {a.gather.get(), a.update.get()})
+        if (e)
+          e->setTraceOrigin(origin_);
     if (pipeline_)
       pipeline_->setTraceOrigin(origin_);
     traceStarted_ = true;
   }
   RunResult out;
-  std::vector<NamedTensors> parts(n);
-  auto same = [](int64_t d) { return d; };
   if (pipeline_) {
-    std::map<int64_t, NamedTensors> pieces;
-    if (failed(runPipeline(inputs, parts, pieces, diag, context)) ||
+    std::map<int64_t, NamedTensors> pieces, applied;
+    std::vector<NamedTensors> sums(static_cast<size_t>(perStage_));
+    if (failed(runPipeline(inputs, sums, pieces, diag, context)) ||
         failed(joinOutputs(s.logicalOf(s.micro), s.micro.programs, pieces,
+                           out.outputs, diag)) ||
+        failed(runApplies(inputs, sums, applied, diag, context)) ||
+        failed(joinOutputs(s.logicalOf(s.step), s.step.programs, applied,
                            out.outputs, diag)))
       return failure();
-  } else if (s.accumulate > 1) {
+  } else {
+    std::vector<NamedTensors> parts(n);
+    if (failed(runWhole(inputs, parts, out, diag, context)))
+      return failure();
+  }
+  ++steps_;
+  // The step counter is read after every step; it is the same on every
+  // device that holds it.
+  for (const NamedTensors &held : resident_) {
+    auto counter = held.find(passes::kStepStateName);
+    if (counter != held.end()) {
+      out.updates.emplace(passes::kStepStateName, counter->second);
+      break;
+    }
+  }
+  return out;
+}
+
+LogicalResult MeshRunner::runWhole(const NamedTensors &inputs,
+                                   std::vector<NamedTensors> &parts,
+                                   RunResult &out, DiagnosticEngine &diag,
+                                   llvm::StringRef context) {
+  const MeshStep &s = step_;
+  size_t n = local_.size();
+  auto same = [](int64_t d) { return d; };
+  if (s.accumulate > 1) {
     // pieces: the outputs of every micro-batch device this process ran.
     std::map<int64_t, NamedTensors> pieces;
     for (int64_t i = 0; i < s.accumulate; ++i) {
@@ -459,16 +568,8 @@ FailureOr<RunResult> MeshRunner::run(const NamedTensors &inputs,
       resident_[k].insert_or_assign(name, std::move(t));
     pieces[local_[k]] = std::move((*ran)[k].outputs);
   }
-  if (failed(joinOutputs(s.logicalOf(s.step), s.step.programs, pieces,
-                         out.outputs, diag)))
-    return failure();
-  ++steps_;
-  // The step counter is read after every step; it is the same on every
-  // device.
-  auto counter = resident_.front().find(passes::kStepStateName);
-  if (counter != resident_.front().end())
-    out.updates.emplace(passes::kStepStateName, counter->second);
-  return out;
+  return joinOutputs(s.logicalOf(s.step), s.step.programs, pieces, out.outputs,
+                     diag);
 }
 
 LogicalResult MeshRunner::runPipeline(const NamedTensors &inputs,
@@ -477,9 +578,10 @@ LogicalResult MeshRunner::runPipeline(const NamedTensors &inputs,
                                       DiagnosticEngine &diag,
                                       llvm::StringRef context) {
   const MeshStep &s = step_;
-  // Each device of the stage mesh holds its parts of every stage's
-  // parameters: its programs on each stage read them where they are.
+  // Each device reads its micro-batches' parts of the inputs and the
+  // parameters its pipeline device holds.
   size_t n = local_.size();
+  size_t whole = static_cast<size_t>(s.pipeline->schedule.stages * perStage_);
   std::vector<std::vector<NamedTensors>> cut(s.accumulate);
   PipelineRunner::PerDevice arguments(s.accumulate);
   for (int64_t i = 0; i < s.accumulate; ++i) {
@@ -489,12 +591,14 @@ LogicalResult MeshRunner::runPipeline(const NamedTensors &inputs,
     cut[i].resize(n);
     if (failed(cutInputs(s.micro, microOf, inputs, cut[i], diag)))
       return failure();
-    arguments[i].resize(n);
+    arguments[i].resize(whole);
     for (size_t k = 0; k < n; ++k) {
+      PipelineRunner::TensorRefs &refs =
+          arguments[i][static_cast<size_t>(local_[k])];
       for (const auto &[name, t] : cut[i][k])
-        arguments[i][k][name] = &t;
+        refs[name] = &t;
       for (const auto &[name, t] : resident_[k])
-        arguments[i][k].emplace(name, &t);
+        refs.emplace(name, &t);
     }
   }
   auto ran = pipeline_->run(arguments, diag, context);
@@ -504,13 +608,135 @@ LogicalResult MeshRunner::runPipeline(const NamedTensors &inputs,
   if (ran.failed())
     return failure();
   for (int64_t i = 0; i < s.accumulate; ++i)
-    for (size_t k = 0; k < n; ++k) {
-      NamedTensors &outputs = (*ran)[i][k];
-      addMicroSums(outputs, sums[k]);
-      pieces[passes::microBatchDevice(s.mesh, s.accumulate, local_[k], i)] =
+    for (int64_t d = 0; d < perStage_; ++d) {
+      NamedTensors &outputs = (*ran)[i][d];
+      addMicroSums(outputs, sums[d]);
+      pieces[passes::microBatchDevice(s.mesh, s.accumulate, d, i)] =
           std::move(outputs);
     }
   return success();
+}
+
+LogicalResult MeshRunner::runApplies(const NamedTensors &inputs,
+                                     std::vector<NamedTensors> &sums,
+                                     std::map<int64_t, NamedTensors> &pieces,
+                                     DiagnosticEngine &diag,
+                                     llvm::StringRef context) {
+  const MeshStep &s = step_;
+  const PipelinePart &part = *s.pipeline;
+  // By device of the stage mesh: the values every pipeline device shares;
+  // by local device: what its gather program kept for its update program.
+  std::map<int64_t, NamedTensors> shared;
+  std::vector<NamedTensors> kept(local_.size());
+  // The arguments of pipeline device a.device's gather or update program
+  // on each device of its stage mesh, and the local device of each.
+  auto argumentsOf = [&](const StageApply &a, backend::DeviceMesh &exe,
+                         bool update, std::vector<NamedTensors> &args,
+                         std::vector<size_t> &into) -> LogicalResult {
+    for (int64_t d : exe.localDevices()) {
+      size_t k = localIndex(a.device * perStage_ + d);
+      into.push_back(k);
+      const passes::ApplySplit &cut =
+          part.applySplits[s.step.programs.programOf[d]];
+      const ir::Module &program =
+          update ? *cut.update[a.device] : *cut.gather[a.device];
+      NamedTensors &mine = args.emplace_back();
+      for (const auto &arg : program.graph().arguments()) {
+        const std::string &name = arg->name();
+        llvm::StringRef n(name);
+        const runtime::Tensor *from = nullptr;
+        if (arg->isPersistent()) {
+          auto it = resident_[k].find(name);
+          if (it != resident_[k].end())
+            mine.emplace(name, std::move(it->second));
+          continue;
+        }
+        if (n.startswith(passes::kMicroSumPrefix)) {
+          auto it = sums[d].find(name);
+          from = it != sums[d].end() ? &it->second : nullptr;
+        } else if (n.startswith(passes::kApplyValuePrefix)) {
+          auto it = kept[k].find(name);
+          if (it != kept[k].end()) {
+            mine.emplace(name, std::move(it->second));
+            continue;
+          }
+          auto sh = shared[d].find(name);
+          from = sh != shared[d].end() ? &sh->second : nullptr;
+        } else {
+          auto it = inputs.find(name);
+          if (it != inputs.end()) {
+            mine.emplace(name, runtime::shardTensor(it->second, arg->sharding(),
+                                                    s.mesh, d));
+            continue;
+          }
+        }
+        if (!from) {
+          diag.error(context.str() + "pipeline device " +
+                     std::to_string(a.device) + "'s optimizer step: '" + name +
+                     "' is missing");
+          return failure();
+        }
+        mine.emplace(name, *from);
+      }
+    }
+    return success();
+  };
+  // Runs one apply program of every local pipeline device; gives each
+  // result to take(local device, device of the stage mesh, result).
+  auto runAll =
+      [&](bool update,
+          const std::function<void(size_t, int64_t, RunResult &)> &take)
+      -> LogicalResult {
+    for (StageApply &a : applies_) {
+      backend::DeviceMesh *exe = update ? a.update.get() : a.gather.get();
+      if (!exe)
+        continue;
+      std::vector<NamedTensors> args;
+      std::vector<size_t> into;
+      if (failed(argumentsOf(a, *exe, update, args, into)))
+        return failure();
+      std::string where = context.str() + "pipeline device " +
+                          std::to_string(a.device) + "'s optimizer step, ";
+      auto ran = runExecutor(*exe, args, diag, where, into);
+      for (size_t j = 0; j < into.size(); ++j)
+        for (auto &[name, t] : resident_[into[j]]) {
+          auto it = args[j].find(name);
+          if (it != args[j].end())
+            t = std::move(it->second);
+        }
+      if (ran.failed())
+        return failure();
+      for (size_t j = 0; j < into.size(); ++j)
+        take(into[j], exe->localDevices()[j], (*ran)[j]);
+    }
+    return success();
+  };
+  auto isShared = [&](int64_t d, llvm::StringRef name) {
+    const std::vector<passes::ApplyValue> &values =
+        part.applySplits[s.step.programs.programOf[d]].values;
+    size_t i = 0;
+    return !name.drop_front(std::strlen(passes::kApplyValuePrefix))
+                .getAsInteger(10, i) &&
+           i < values.size() && values[i].shared;
+  };
+  if (failed(runAll(false, [&](size_t k, int64_t d, RunResult &r) {
+        for (auto &[name, t] : r.outputs) {
+          if (isShared(d, name))
+            shared[d].insert_or_assign(name, t);
+          kept[k].insert_or_assign(name, std::move(t));
+        }
+      })))
+    return failure();
+  if (failed(exchange(
+          shared, [](int64_t, const std::string &) { return true; },
+          "exchanging the optimizer step's sums", diag)))
+    return failure();
+  return runAll(true, [&](size_t k, int64_t d, RunResult &r) {
+    for (auto &[name, t] : r.updates)
+      resident_[k].insert_or_assign(name, std::move(t));
+    for (auto &[name, t] : r.outputs)
+      pieces[d].emplace(name, std::move(t));
+  });
 }
 
 FailureOr<std::vector<backend::TraceEvent>>
@@ -551,7 +777,9 @@ MeshRunner::communication(DiagnosticEngine &diag) {
             diag)))
       return failure();
   }
-  std::vector<DeviceCommunication> out(step_.mesh.numDevices());
+  std::vector<DeviceCommunication> out(
+      pipeline_ ? step_.pipeline->schedule.stages * perStage_
+                : step_.mesh.numDevices());
   for (const QueueTimes &t : all) {
     if (t.device < 0 || t.device >= static_cast<int64_t>(out.size()))
       continue;
@@ -590,7 +818,8 @@ MeshRunner::inputRows(const std::string &name) const {
     lo = std::min(lo, begin);
     hi = std::max(hi, begin + size);
   };
-  for (int64_t d : local_) {
+  for (size_t k = 0; k < local_.size(); ++k) {
+    int64_t d = placedOn(k);
     cover(s.step, d);
     for (int64_t i = 1; s.accumulate > 1 && i <= s.accumulate; ++i)
       cover(s.micro, passes::microBatchDevice(s.mesh, s.accumulate, d, i - 1));
@@ -606,18 +835,28 @@ std::map<std::string, ir::TensorType> MeshRunner::persistentTypes() const {
   return out;
 }
 
+// Whether local device k gives its part of `name` when the parts are
+// joined: the first pipeline device holding a tensor gives it.
+bool MeshRunner::givesPart(size_t k, const std::string &name) const {
+  if (!pipeline_)
+    return true;
+  auto it = firstHolder_.find(name);
+  return it != firstHolder_.end() && it->second == local_[k] / perStage_;
+}
+
 std::vector<runtime::TensorSlab> MeshRunner::localSlabs() const {
   std::map<std::string, ir::TensorType> types = persistentTypes();
   std::vector<runtime::TensorSlab> out;
-  if (replicaRank_ > 0)
-    return out; // the same parts as rank 0's
   for (size_t k = 0; k < local_.size(); ++k) {
-    int64_t d = local_[k];
-    const ir::Graph &g = step_.step.programs.programFor(d).graph();
+    int64_t d = placedOn(k);
+    std::vector<const ir::Graph *> graphs = heldGraphs(k);
     for (const auto &[name, part] : resident_[k]) {
-      const ir::Value *held = g.findArgument(name);
+      const ir::Value *held = nullptr;
+      for (const ir::Graph *g : graphs)
+        if (!held)
+          held = g->findArgument(name);
       auto type = types.find(name);
-      if (!held || type == types.end() ||
+      if (!held || type == types.end() || !givesPart(k, name) ||
           !runtime::partIsRead(held->sharding(), step_.mesh, d))
         continue;
       out.push_back(
@@ -637,8 +876,9 @@ FailureOr<NamedTensors> MeshRunner::gather(DiagnosticEngine &diag) {
   for (size_t k = 0; k < local_.size(); ++k)
     for (const auto &[name, t] : resident_[k]) {
       const ir::Value *held = placed.findArgument(name);
-      if (held && runtime::partIsRead(held->sharding(), s.mesh, local_[k]))
-        pieces[local_[k]].emplace(name, t);
+      if (held && givesPart(k, name) &&
+          runtime::partIsRead(held->sharding(), s.mesh, placedOn(k)))
+        pieces[placedOn(k)].emplace(name, t);
     }
   if (failed(exchange(
           pieces, [](int64_t, const std::string &) { return true; },

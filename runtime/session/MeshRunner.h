@@ -106,7 +106,8 @@ public:
   const MeshStep &step() const { return step_; }
   // What runs a pipelined step's micro-batches (null without a pp axis).
   const PipelineRunner *pipeline() const { return pipeline_.get(); }
-  // The devices of step().mesh this process runs.
+  // The devices this process runs: of step().mesh, or with a pipeline of
+  // the whole mesh (pp outermost, then step().mesh's axes).
   llvm::ArrayRef<int64_t> localDevices() const { return local_; }
   // The timeline of every run since the runner was made (MeshDevices::trace)
   // on every device of the mesh: with several processes each
@@ -117,9 +118,27 @@ public:
 
 private:
   MeshRunner(MeshStep step) : step_(std::move(step)) {}
+  // With a pipeline: the pipeline runner and each local pipeline device's
+  // apply programs.
+  LogicalResult createPipeline(DiagnosticEngine &diag);
 
+  // Local device k's device of step().mesh, on which its parts are placed
+  // (with a pipeline: its device of its pipeline device's stage mesh).
+  int64_t placedOn(size_t k) const {
+    return pipeline_ ? local_[k] % perStage_ : local_[k];
+  }
+  // Whether local device k gives its part of tensor `name` to a checkpoint
+  // or a gather (with a pipeline, the first pipeline device holding it).
+  bool givesPart(size_t k, const std::string &name) const;
+  // The index in local_ of `device`.
+  size_t localIndex(int64_t device) const;
+  // The programs whose parameters and state local device k holds: the
+  // step's (its apply part's), or with a pipeline its pipeline device's
+  // apply programs.
+  std::vector<const ir::Graph *> heldGraphs(size_t k) const;
   // Each local device's parts of the inputs `program` (of `part`) takes, on
-  // the device of `part`'s mesh given by deviceOf(d), added to `into`.
+  // the device of `part`'s mesh given by deviceOf(placedOn(k)), added to
+  // `into`.
   LogicalResult cutInputs(const MeshPart &part,
                           const std::function<int64_t(int64_t)> &deviceOf,
                           const backend::NamedTensors &inputs,
@@ -154,27 +173,41 @@ private:
   exchange(std::map<int64_t, backend::NamedTensors> &pieces,
            const std::function<bool(int64_t, const std::string &)> &needed,
            llvm::StringRef what, DiagnosticEngine &diag);
+  // One step without a pipeline: with accumulation its micro-batches, then
+  // the step's (apply part's) programs; `parts` are the step programs'
+  // arguments, by local device.
+  LogicalResult runWhole(const backend::NamedTensors &inputs,
+                         std::vector<backend::NamedTensors> &parts,
+                         backend::RunResult &out, DiagnosticEngine &diag,
+                         llvm::StringRef context);
   // Runs the micro-batches of a pipelined step; adds each device's sums to
   // `sums` and every micro-batch device's outputs to `pieces`.
   LogicalResult runPipeline(const backend::NamedTensors &inputs,
                             std::vector<backend::NamedTensors> &sums,
                             std::map<int64_t, backend::NamedTensors> &pieces,
                             DiagnosticEngine &diag, llvm::StringRef context);
+  // Runs the apply part of a pipelined step: each pipeline device's gather
+  // programs, the exchange of what they share, its update programs.
+  // `sums[d]`: the accumulated gradients of device d of the stage mesh;
+  // adds the outputs (the metrics) to `pieces`.
+  LogicalResult runApplies(const backend::NamedTensors &inputs,
+                           std::vector<backend::NamedTensors> &sums,
+                           std::map<int64_t, backend::NamedTensors> &pieces,
+                           DiagnosticEngine &diag, llvm::StringRef context);
+  // Runs `executor`, whose local device j is local device into[j] (empty:
+  // the same), adding its times to theirs.
   FailureOr<std::vector<backend::RunResult>>
   runExecutor(backend::DeviceMesh &executor,
               const std::vector<backend::NamedTensors> &parts,
-              DiagnosticEngine &diag, llvm::StringRef context);
+              DiagnosticEngine &diag, llvm::StringRef context,
+              const std::vector<size_t> &into = {});
 
   MeshStep step_;
   MeshDevices devices_;
   // The processes' communicators when the mesh is spread over several.
   backend::CommunicatorFactory communicators_;
-  // The job's processes, when they share the devices this runner holds
-  // (null for a pipeline across processes, whose apply part every process
-  // runs alike: replicaRank_ is then its rank, and only rank 0 writes the
-  // parts of a checkpoint).
+  // The job's processes, when they share the devices this runner holds.
   backend::ProcessGroup *processes_ = nullptr;
-  int replicaRank_ = 0;
   std::vector<int64_t> local_;
   // Per local device (same index as local_): its parts of the parameters
   // and state, by name.
@@ -184,8 +217,19 @@ private:
   // programs, and the one each micro-batch uses.
   std::vector<std::unique_ptr<backend::DeviceMesh>> microExecutors_;
   std::vector<size_t> microExecutorOf_;
-  // With a pipeline: what runs the micro-batches instead.
+  // With a pipeline: what runs the micro-batches instead; the devices of a
+  // pipeline device (its stage mesh's); per local pipeline device its apply
+  // programs on its stage mesh (gather null when it has none); and the
+  // first pipeline device holding each parameter and state tensor (the one
+  // whose parts a checkpoint or gather takes).
   std::unique_ptr<PipelineRunner> pipeline_;
+  int64_t perStage_ = 1;
+  struct StageApply {
+    int64_t device = 0;
+    std::unique_ptr<backend::DeviceMesh> gather, update;
+  };
+  std::vector<StageApply> applies_;
+  std::map<std::string, int64_t> firstHolder_;
   std::vector<backend::TraceEvent> trace_;
   // Per local device: its steps' time, its compute queue's waits for
   // communication and the bytes it sent, summed over every step; and the

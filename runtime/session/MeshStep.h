@@ -10,11 +10,12 @@
 #include "ir/Graph.h"
 #include "ir/Sharding.h"
 #include "passes/Accumulation.h"
+#include "passes/ApplySplit.h"
 #include "passes/Partition.h"
 #include "passes/PipelineSplit.h"
 #include "passes/Schedule.h"
-#include "passes/StageBalance.h"
 #include "passes/ScheduleCheck.h"
+#include "passes/StageBalance.h"
 #include "support/Diagnostics.h"
 #include "support/Result.h"
 
@@ -99,6 +100,15 @@ struct PipelinePart {
   // times of its stages): the predicted bubble.
   std::vector<passes::WorkCosts> costs;
   passes::PipeTiming predicted;
+  // The apply part cut by pipeline device (passes/ApplySplit.h), so that
+  // each holds and updates its own stages' parameters: one cut per distinct
+  // apply program (MeshStep::step: device d of the stage mesh uses cut
+  // step.programs.programOf[d]), and its programs compiled:
+  // applyExecutables[k][device] = {gather (null when it has none), update}.
+  std::vector<passes::ApplySplit> applySplits;
+  std::vector<std::vector<std::pair<std::unique_ptr<backend::Executable>,
+                                    std::unique_ptr<backend::Executable>>>>
+      applyExecutables;
 };
 
 struct MeshStep {
@@ -118,8 +128,9 @@ struct MeshStep {
   // device passes::microBatchDevice(mesh, accumulate, d, i).
   MeshPart micro;
   // With a pp axis: the micro-batch part as a pipeline (instead of running
-  // `micro`'s programs whole). `mesh` is then the mesh without pp, on which
-  // the apply part runs once per step over every stage's parameters.
+  // `micro`'s programs whole). `mesh` is then the mesh without pp; the
+  // apply part runs on each pipeline device's copy of it, over that
+  // device's parameters (PipelinePart::applySplits).
   std::shared_ptr<const PipelinePart> pipeline;
 
   const ir::Module &logicalOf(const MeshPart &part) const {

@@ -79,6 +79,39 @@ std::string valuesText(const passes::PipelineSplit &split,
   return what + " (" + backend::formatBytes(bytes) + ")";
 }
 
+// What each pipeline device's part of the optimizer step holds and gives
+// the others (on device 0 of its stage mesh).
+struct DeviceOptimizer {
+  size_t parameters = 0;
+  uint64_t parameterBytes = 0, stateBytes = 0;
+  size_t shared = 0;
+  uint64_t sharedBytes = 0;
+};
+
+std::vector<DeviceOptimizer> deviceOptimizers(const PipelinePart &part) {
+  const passes::ApplySplit &cut = part.applySplits.front();
+  std::vector<DeviceOptimizer> out(static_cast<size_t>(cut.devices));
+  for (int64_t d = 0; d < cut.devices; ++d) {
+    DeviceOptimizer &o = out[static_cast<size_t>(d)];
+    std::set<std::string> seen;
+    for (const auto *program : {cut.gather[d].get(), cut.update[d].get()})
+      if (program)
+        for (const auto &arg : program->graph().arguments()) {
+          if (!arg->isPersistent() || !seen.insert(arg->name()).second)
+            continue;
+          bool param = arg->kind() == ir::ValueKind::Param;
+          o.parameters += param;
+          (param ? o.parameterBytes : o.stateBytes) += bytesOf(arg->type());
+        }
+  }
+  for (const passes::ApplyValue &v : cut.values)
+    if (v.shared) {
+      ++out[static_cast<size_t>(v.owner)].shared;
+      out[static_cast<size_t>(v.owner)].sharedBytes += bytesOf(v.type);
+    }
+  return out;
+}
+
 } // namespace
 
 void printPipelinePlan(const PipelinePart &part, llvm::raw_ostream &os) {
@@ -94,8 +127,8 @@ void printPipelinePlan(const PipelinePart &part, llvm::raw_ostream &os) {
      << (split.splitBackward ? "F (forward), I (input gradient), W (weight "
                                "gradient)"
                              : "F (forward), B (backward)")
-     << "; the optimizer runs once per step over every stage's "
-        "parameters.\n\n";
+     << "; once per step each device runs the optimizer on its own "
+        "stages' parameters.\n\n";
 
   StageParams held = stageParams(split);
   const auto &stagesOf = held.stagesOf;
@@ -145,6 +178,18 @@ void printPipelinePlan(const PipelinePart &part, llvm::raw_ostream &os) {
         os << (i ? ", " : " ") << stages[i];
       os << "\n";
     }
+
+  os << "\nOptimizer step per pipeline device (what device 0 of its stage "
+        "mesh holds; the scalars it gives every other device, the parts of "
+        "the gradient norm):\n";
+  std::vector<DeviceOptimizer> optimizers = deviceOptimizers(part);
+  for (size_t d = 0; d < optimizers.size(); ++d) {
+    const DeviceOptimizer &o = optimizers[d];
+    os << "  device " << d << ": " << o.parameters << " parameters ("
+       << backend::formatBytes(o.parameterBytes) << "), optimizer state "
+       << backend::formatBytes(o.stateBytes) << "; gives " << o.shared
+       << " values (" << backend::formatBytes(o.sharedBytes) << ")\n";
+  }
 
   os << "\nSchedule (proved free of deadlock):\n"
      << passes::scheduleOrderText(schedule) << "\n";
@@ -207,6 +252,18 @@ void printPipelinePlanJson(const PipelinePart &part, llvm::raw_ostream &os) {
           a.push_back(st);
         return a;
       }();
+  Array optimizer;
+  std::vector<DeviceOptimizer> optimizers = deviceOptimizers(part);
+  for (size_t d = 0; d < optimizers.size(); ++d) {
+    const DeviceOptimizer &o = optimizers[d];
+    optimizer.push_back(
+        Object{{"device", static_cast<int64_t>(d)},
+               {"parameters", static_cast<int64_t>(o.parameters)},
+               {"parameter_bytes", static_cast<int64_t>(o.parameterBytes)},
+               {"state_bytes", static_cast<int64_t>(o.stateBytes)},
+               {"shared_values", static_cast<int64_t>(o.shared)},
+               {"shared_bytes", static_cast<int64_t>(o.sharedBytes)}});
+  }
   Array order;
   for (const auto &slots : schedule.order) {
     Array device;
@@ -227,6 +284,7 @@ void printPipelinePlanJson(const PipelinePart &part, llvm::raw_ostream &os) {
              {"stages", std::move(stages)},
              {"messages", std::move(messages)},
              {"shared", std::move(shared)},
+             {"optimizer", std::move(optimizer)},
              {"slots", std::move(order)},
              {"bubble", part.predicted.bubble},
              {"unit_bubble", unitError.empty() ? unit.bubble : 0.0}};

@@ -233,8 +233,8 @@ void PipelineRunner::runDevice(int64_t d, int64_t r, Shared &shared,
             refs[name] = &it->second;
             continue;
           }
-          auto it = arguments[micro][r].find(name);
-          if (it != arguments[micro][r].end())
+          auto it = arguments[micro][thread].find(name);
+          if (it != arguments[micro][thread].end())
             refs[name] = it->second;
         }
         std::string first;
@@ -378,11 +378,11 @@ PipelineRunner::run(const PerDevice &arguments, DiagnosticEngine &diag,
   size_t numThreads = static_cast<size_t>(devices * perStage);
   bool fits = static_cast<int64_t>(arguments.size()) == part.schedule.micro;
   for (const auto &each : arguments)
-    fits &= static_cast<int64_t>(each.size()) == perStage;
+    fits &= each.size() == numThreads;
   if (!fits) {
     diag.error(context + "the pipeline runs " +
-               std::to_string(part.schedule.micro) +
-               " micro-batches on stages of " + std::to_string(perStage) +
+               std::to_string(part.schedule.micro) + " micro-batches on " +
+               std::to_string(numThreads) +
                " devices: given arguments of another shape (internal error)");
     return failure();
   }

@@ -44,12 +44,13 @@ public:
          const backend::CommunicatorFactory &communicators,
          DiagnosticEngine &diag);
 
-  // Runs every micro-batch of one step: arguments[i][d] are micro-batch
-  // i's on device d of the stage mesh (the micro program's inputs and the
-  // parameters, by name; the pipe values are the runner's own). Returns the
-  // same way the micro program's outputs, a gradient given in parts by
-  // several stages summed in stage order. Errors start with `context`
-  // ("step 3, ").
+  // Runs every micro-batch of one step: arguments[i][g] are micro-batch
+  // i's on device g of the whole mesh (pp outermost; the micro program's
+  // inputs and the parameters the device holds, by name; the pipe values
+  // are the runner's own; empty for the devices other processes run).
+  // Returns per micro-batch and device d of the stage mesh the micro
+  // program's outputs, a gradient given in parts by several stages summed
+  // in stage order. Errors start with `context` ("step 3, ").
   using PerDevice = std::vector<std::vector<TensorRefs>>;
   FailureOr<std::vector<std::vector<NamedTensors>>>
   run(const PerDevice &arguments, DiagnosticEngine &diag,
@@ -69,6 +70,8 @@ public:
     double bubble() const;
   };
   const Times &times() const { return times_; }
+  // The devices of the whole mesh (pp outermost) this process runs.
+  llvm::ArrayRef<int64_t> localDevices() const { return local_; }
 
   // The timeline of the runs so far (with `trace`): on each device of the
   // whole mesh (pp outermost), its stages' programs as F3, B3, I3, W3 on

@@ -156,6 +156,41 @@ std::vector<passes::WorkCosts> deviceCosts(const passes::PipelineSplit &split,
   return out;
 }
 
+// Cuts the apply part by pipeline device: each takes the gradients its
+// stages give (the tied embedding's on both ends) and updates the
+// parameters they read.
+LogicalResult splitApplyPart(PipelinePart &part, const MeshStep &step,
+                             DiagnosticEngine &diag) {
+  std::map<std::string, std::vector<int64_t>> givers;
+  const passes::PipelineSplit &split = part.splits.front();
+  for (int64_t v = 0; v < split.stages; ++v)
+    for (const auto &program : split.programs[v])
+      for (const ir::Output &o : program->graph().outputs()) {
+        if (!llvm::StringRef(o.name).startswith(passes::kMicroSumPrefix))
+          continue;
+        std::vector<int64_t> &devices = givers[o.name];
+        int64_t d = part.schedule.deviceOf(v);
+        if (!llvm::is_contained(devices, d))
+          devices.push_back(d);
+      }
+  for (const auto &program : step.step.programs.programs) {
+    auto cut = passes::splitApply(*program, part.schedule.stages, givers, diag);
+    if (cut.failed())
+      return failure();
+    auto &exes = part.applyExecutables.emplace_back();
+    for (int64_t d = 0; d < cut->devices; ++d) {
+      auto &pair = exes.emplace_back();
+      if (cut->gather[d] &&
+          !(pair.first = compileDeviceProgram(*cut->gather[d], diag)))
+        return failure();
+      if (!(pair.second = compileDeviceProgram(*cut->update[d], diag)))
+        return failure();
+    }
+    part.applySplits.push_back(std::move(*cut));
+  }
+  return success();
+}
+
 } // namespace
 
 LogicalResult buildPipelinePart(MeshStep &step, const ir::Module &model,
@@ -289,6 +324,8 @@ LogicalResult buildPipelinePart(MeshStep &step, const ir::Module &model,
       }
     }
   }
+  if (failed(splitApplyPart(*part, step, diag)))
+    return failure();
   step.pipeline = std::move(part);
   return success();
 }

@@ -9,10 +9,10 @@
 #include "ir/Printer.h"
 #include "passes/MixedPrecision.h"
 
-#include "llvm/Support/Format.h"
 #include "runtime/session/MeshStep.h"
 #include "runtime/session/Pipeline.h"
 #include "runtime/session/PipelinePlan.h"
+#include "llvm/Support/Format.h"
 
 #include "llvm/Support/raw_ostream.h"
 
@@ -46,8 +46,9 @@ const CommandSpec &compileSpec() {
          "the partitioned step)",
          false,
          {"ir", "exe", "device-ir", "plan", "plan-json", "dot"}},
-        {"--device", "K", "the device whose program --emit=device-ir prints "
-                          "(default 0)"},
+        {"--device", "K",
+         "the device whose program --emit=device-ir prints "
+         "(default 0)"},
         {"--no-warnings", "", "do not print warnings"},
         {"--precision",
          "P",
@@ -65,7 +66,8 @@ const CommandSpec &compileSpec() {
       s.options.push_back(o);
     for (auto &o : passPipelineOptions())
       s.options.push_back(o);
-    s.details = passListHelp() + "\nExit status: 0 success, 1 the model has errors, 2 usage "
+    s.details = passListHelp() +
+                "\nExit status: 0 success, 1 the model has errors, 2 usage "
                 "error.\n";
     return s;
   }();
@@ -80,8 +82,10 @@ static int emitPipeline(const session::MeshStep &step, const std::string &emit,
   const session::PipelinePart &part = *step.pipeline;
   std::string text;
   llvm::raw_string_ostream os(text);
-  std::string applyTitle = "// The apply part: runs once per step, with the "
-                           "gradients summed over the micro-batches.\n";
+  std::string applyTitle =
+      "// The apply part: runs once per step, with the gradients summed over "
+      "the micro-batches; each pipeline device runs its own parameters' "
+      "part of it.\n";
   // The apply part's plan report (the dp collectives and the optimizer).
   auto applyReport = [&] {
     std::vector<const backend::Executable *> executables;
@@ -126,7 +130,25 @@ static int emitPipeline(const session::MeshStep &step, const std::string &emit,
             "phase, pipe.* outputs what it sends or keeps.\n"
          << ir::printModuleToString(*split.programs[s][p], print) << "\n";
   }
-  os << applyTitle << ir::printModuleToString(*step.step.logical, print);
+  // Each pipeline device's part of the apply part (of the stage mesh's
+  // device 0).
+  const passes::ApplySplit &apply = part.applySplits.front();
+  for (int64_t d = 0; d < apply.devices; ++d) {
+    if (emit == "device-ir" && d != device)
+      continue;
+    if (apply.gather[d])
+      os << "// Device " << d
+         << ", its gather program of the apply part (once per step, with the "
+            "gradients summed over the micro-batches): apply.* outputs are "
+            "what it keeps for its update program or gives every other "
+            "device.\n"
+         << ir::printModuleToString(*apply.gather[d], print) << "\n";
+    os << "// Device " << d
+       << ", its update program of the apply part: the optimizer's step of "
+          "the parameters it holds; apply.* inputs are what it kept or "
+          "received.\n"
+       << ir::printModuleToString(*apply.update[d], print) << "\n";
+  }
   return emitText(os.str(), args, diag);
 }
 
@@ -178,20 +200,20 @@ static int compileForMesh(const ir::Module &module, const MeshChoice &mesh,
       "// The micro-batch part: runs " + k +
       " times per step, its micro.sum.* outputs added up over the "
       "micro-batches. Its devices are micro-batch devices: dp coordinate "
-      "c*" + k + "+i is micro-batch i of dp device c.\n";
+      "c*" +
+      k + "+i is micro-batch i of dp device c.\n";
   std::string applyTitle = "// The apply part: runs once per step, with "
                            "the sums of the micro-batches.\n";
   if (emit == "device-ir") {
     if (!accumulate)
       return emitModule(step->step.programs.programFor(device), args, diag);
-    int64_t v = passes::microBatchDevice(step->mesh, step->accumulate,
-                                         device, 0);
+    int64_t v =
+        passes::microBatchDevice(step->mesh, step->accumulate, device, 0);
     return emitText(
         "// Device " + std::to_string(device) + " (micro-batch device " +
             std::to_string(v) + " of " + step->micro.programs.mesh.str() +
             " for its first micro-batch).\n" + microTitle +
-            ir::printModuleToString(step->micro.programs.programFor(v),
-                                    print) +
+            ir::printModuleToString(step->micro.programs.programFor(v), print) +
             "\n" + applyTitle +
             ir::printModuleToString(step->step.programs.programFor(device),
                                     print),
@@ -200,11 +222,11 @@ static int compileForMesh(const ir::Module &module, const MeshChoice &mesh,
   if (emit == "ir") {
     if (!accumulate)
       return emitModule(*step->sharded, args, diag);
-    return emitText(
-        microTitle + ir::printModuleToString(*step->micro.logical, print) +
-            "\n" + applyTitle +
-            ir::printModuleToString(*step->step.logical, print),
-        args, diag);
+    return emitText(microTitle +
+                        ir::printModuleToString(*step->micro.logical, print) +
+                        "\n" + applyTitle +
+                        ir::printModuleToString(*step->step.logical, print),
+                    args, diag);
   }
   std::string text;
   llvm::raw_string_ostream os(text);
@@ -303,8 +325,8 @@ int runCompile(llvm::ArrayRef<std::string> rawArgs) {
     // Without a pipeline, --precision bf16 shows what the precision does to
     // the model (the pipelines that build a step run the pass themselves).
     if (!args->has("--passes") &&
-        args->get("--precision") == passes::precisionName(
-                                        passes::Precision::BF16) &&
+        args->get("--precision") ==
+            passes::precisionName(passes::Precision::BF16) &&
         failed(passes::convertToBF16(*module, diag)))
       return kUserError;
     if (int rc = runPassPipeline(*module, *args, diag))
@@ -328,8 +350,8 @@ int runCompile(llvm::ArrayRef<std::string> rawArgs) {
                      ir::dtypeBytes(arg->type().dtype);
   llvm::outs() << llvm::format(
       "wrote %s: %zu ops, arena peak %.1f MiB, arguments %.1f MiB\n",
-      out.c_str(), executable->order.size(),
-      executable->plan.peak / 1048576.0, argumentBytes / 1048576.0);
+      out.c_str(), executable->order.size(), executable->plan.peak / 1048576.0,
+      argumentBytes / 1048576.0);
   return kSuccess;
 }
 

@@ -129,21 +129,22 @@ const CommandSpec &runSpec() {
   static const CommandSpec spec = [] {
     CommandSpec s;
     s.name = "run";
-    s.usage = "mgc run MODEL.mg|MODEL.mgx [-D NAME=VALUE]... [--steps N] "
-              "[--seed S]\n"
-              "       [--data NAME=FILE.npy]... [--text FILE | --tokens FILE "
-              "--token-dtype u16|i32]\n"
-              "       [--lr X] [--optimizer sgd|adamw] [--save CKPT] "
-              "[--save-every K]\n"
-              "       [--resume CKPT] [--log-json FILE] [--threads N] "
-              "[--precision fp32|bf16]\n"
-              "       [--mesh AXES | --devices N] [--zero STAGE] "
-              "[--dp-weights W,...] [--bucket-mib MIB]\n"
-              "       [--accumulate K] [--pipeline-schedule NAME] [--stages RANGES]\n"
-              "       [--trace FILE] [--check-single] "
-              "[--comm-timeout S]\n"
-              "       [--backend cpu|cuda|auto] [--cuda-graph] "
-              "[--gpu-per-device]";
+    s.usage =
+        "mgc run MODEL.mg|MODEL.mgx [-D NAME=VALUE]... [--steps N] "
+        "[--seed S]\n"
+        "       [--data NAME=FILE.npy]... [--text FILE | --tokens FILE "
+        "--token-dtype u16|i32]\n"
+        "       [--lr X] [--optimizer sgd|adamw] [--save CKPT] "
+        "[--save-every K]\n"
+        "       [--resume CKPT] [--log-json FILE] [--threads N] "
+        "[--precision fp32|bf16]\n"
+        "       [--mesh AXES | --devices N] [--zero STAGE] "
+        "[--dp-weights W,...] [--bucket-mib MIB]\n"
+        "       [--accumulate K] [--pipeline-schedule NAME] [--stages RANGES]\n"
+        "       [--trace FILE] [--check-single] "
+        "[--comm-timeout S]\n"
+        "       [--backend cpu|cuda|auto] [--cuda-graph] "
+        "[--gpu-per-device]";
     s.summary = "Train a model on the CPU and report the loss.";
     s.positionalName = "a model file (MODEL.mg or MODEL.mgx)";
     s.minPositionals = s.maxPositionals = 1;
@@ -602,8 +603,7 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
       return errorExit(report.status().message());
     out << "pipeline: " << report->stages << " stages, " << report->schedule
         << ", " << report->microBatches << " micro-batches per step: bubble "
-        << llvm::format("%.1f%%", 100 * report->bubble)
-        << " measured, "
+        << llvm::format("%.1f%%", 100 * report->bubble) << " measured, "
         << llvm::format("%.1f%%", 100 * report->predictedBubble)
         << " predicted; sent per step:";
     for (size_t d = 0; d < report->bytesPerStep.size(); ++d)
@@ -617,12 +617,11 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
   // A pipeline's stage mesh (dp x tp) communicates in its apply part.
   const ir::MeshAxis *pp =
       mesh->mesh ? mesh->mesh->findAxis(ir::kPipelineAxis) : nullptr;
-  if (mesh->mesh &&
-      mesh->mesh->numDevices() / (pp ? pp->size : 1) > 1) {
+  if (mesh->mesh && mesh->mesh->numDevices() / (pp ? pp->size : 1) > 1) {
     auto devices = s.communication();
     if (!devices)
       return errorExit(devices.status().message());
-    out << (pp ? "communication of the apply part per dp x tp device "
+    out << (pp ? "communication of the apply part per device (pp outermost) "
                : "communication per device ")
         << "(sent per step; share of the step waiting on it):";
     for (size_t d = 0; d < devices->size(); ++d)
