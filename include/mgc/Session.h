@@ -239,7 +239,9 @@ public:
 
   // On a mesh: per device (by index), its communication over the steps run
   // so far. With several processes every rank calls it and gets every
-  // device's.
+  // device's. With a pp axis: per device of the whole mesh (pp outermost),
+  // the bytes of its optimizer steps (the stages' messages are in
+  // pipelineReport()), `exposed` not measured (0).
   Result<std::vector<DeviceCommunication>> communication() const;
   // On a mesh with a pp axis: how its pipeline ran (with several
   // processes every rank calls it); an error otherwise.

@@ -59,13 +59,9 @@ std::unique_ptr<MeshRunner> MeshRunner::create(MeshStep step,
   const MeshStep &s = r->step_;
   r->devices_ = devices;
   bool several = processes && processes->size() > 1;
-  if (s.pipeline && (!devices.runsPipelines ||
-                     (several && !s.pipeline->stageMesh.isTrivial()))) {
-    diag.error(several ? "a pipeline across processes runs pp alone for "
-                         "now (--mesh pp=N, its devices shared out among "
-                         "the processes)"
-                       : "a pipeline (pp) runs on the CPU's simulated "
-                         "devices only, for now");
+  if (s.pipeline && !devices.runsPipelines) {
+    diag.error("a pipeline (pp) runs on the CPU's simulated devices only, "
+               "for now");
     return nullptr;
   }
   r->processes_ = processes;
@@ -149,34 +145,6 @@ LogicalResult MeshRunner::createPipeline(DiagnosticEngine &diag) {
   resident_.resize(local_.size());
   for (int64_t g : local_)
     times_.push_back({g, 0, 0});
-  // Each local pipeline device runs its apply programs on its copy of the
-  // stage mesh (every device of which is in this process).
-  for (int64_t g : local_) {
-    int64_t owner = g / perStage_;
-    if (!applies_.empty() && applies_.back().device == owner)
-      continue;
-    StageApply &a = applies_.emplace_back();
-    a.device = owner;
-    std::vector<const backend::Executable *> gathers, updates;
-    for (int64_t d = 0; d < perStage_; ++d) {
-      const auto &exes =
-          part.applyExecutables[s.step.programs.programOf[d]][owner];
-      gathers.push_back(exes.first.get());
-      updates.push_back(exes.second.get());
-    }
-    size_t withGather = llvm::count_if(
-        gathers, [](const backend::Executable *e) { return e != nullptr; });
-    if (withGather != 0 && withGather != gathers.size()) {
-      diag.error("pipeline device " + std::to_string(owner) +
-                 ": some devices of its stage mesh share values of the "
-                 "optimizer step and others not (internal error)");
-      return failure();
-    }
-    if (withGather && !(a.gather = devices_.make(s.mesh, gathers, {}, diag)))
-      return failure();
-    if (!(a.update = devices_.make(s.mesh, updates, {}, diag)))
-      return failure();
-  }
   // The first pipeline device holding a tensor gives its parts.
   const passes::ApplySplit &cut = part.applySplits.front();
   for (int64_t owner = 0; owner < cut.devices; ++owner)
@@ -342,29 +310,17 @@ void addMicroSums(NamedTensors &outputs, NamedTensors &sums) {
 FailureOr<std::vector<RunResult>>
 MeshRunner::runExecutor(backend::DeviceMesh &executor,
                         const std::vector<NamedTensors> &parts,
-                        DiagnosticEngine &diag, llvm::StringRef context,
-                        const std::vector<size_t> &into) {
+                        DiagnosticEngine &diag, llvm::StringRef context) {
   auto ran = executor.run(parts, diag, context);
-  auto localOf = [&](size_t j) { return into.empty() ? j : into[j]; };
   if (ran.succeeded())
-    for (size_t j = 0; j < executor.lastTimes().size(); ++j) {
-      backend::QueueTimes &t = times_[localOf(j)];
-      t.stepSeconds += executor.lastTimes()[j].stepSeconds;
-      t.waitSeconds += executor.lastTimes()[j].waitSeconds;
-      t.bytesSent += executor.lastTimes()[j].bytesSent;
+    for (size_t k = 0; k < times_.size(); ++k) {
+      times_[k].stepSeconds += executor.lastTimes()[k].stepSeconds;
+      times_[k].waitSeconds += executor.lastTimes()[k].waitSeconds;
+      times_[k].bytesSent += executor.lastTimes()[k].bytesSent;
     }
   if (devices_.trace) {
-    for (backend::TraceEvent e : executor.trace()) {
-      // The executor's device as a device of this runner's mesh.
-      if (!into.empty()) {
-        llvm::ArrayRef<int64_t> mine = executor.localDevices();
-        size_t j =
-            static_cast<size_t>(llvm::find(mine, e.device) - mine.begin());
-        if (j < into.size())
-          e.device = local_[into[j]];
-      }
-      trace_.push_back(std::move(e));
-    }
+    trace_.insert(trace_.end(), executor.trace().begin(),
+                  executor.trace().end());
     executor.clearTrace();
     executor.setTraceOrigin(origin_);
   }
@@ -482,10 +438,6 @@ FailureOr<RunResult> MeshRunner::run(const NamedTensors &inputs,
       executor_->setTraceOrigin(origin_);
     for (auto &e : microExecutors_)
       e->setTraceOrigin(origin_);
-    for (StageApply &a : applies_)
-      for (backend::DeviceMesh *e : {a.gather.get(), a.update.get()})
-        if (e)
-          e->setTraceOrigin(origin_);
     if (pipeline_)
       pipeline_->setTraceOrigin(origin_);
     traceStarted_ = true;
@@ -624,119 +576,52 @@ LogicalResult MeshRunner::runApplies(const NamedTensors &inputs,
                                      llvm::StringRef context) {
   const MeshStep &s = step_;
   const PipelinePart &part = *s.pipeline;
-  // By device of the stage mesh: the values every pipeline device shares;
-  // by local device: what its gather program kept for its update program.
-  std::map<int64_t, NamedTensors> shared;
-  std::vector<NamedTensors> kept(local_.size());
-  // The arguments of pipeline device a.device's gather or update program
-  // on each device of its stage mesh, and the local device of each.
-  auto argumentsOf = [&](const StageApply &a, backend::DeviceMesh &exe,
-                         bool update, std::vector<NamedTensors> &args,
-                         std::vector<size_t> &into) -> LogicalResult {
-    for (int64_t d : exe.localDevices()) {
-      size_t k = localIndex(a.device * perStage_ + d);
-      into.push_back(k);
-      const passes::ApplySplit &cut =
-          part.applySplits[s.step.programs.programOf[d]];
-      const ir::Module &program =
-          update ? *cut.update[a.device] : *cut.gather[a.device];
-      NamedTensors &mine = args.emplace_back();
-      for (const auto &arg : program.graph().arguments()) {
+  // Each local device reads its parameters and state, the accumulated
+  // gradients of its place in the stage mesh, and its parts of any input.
+  std::vector<PipelineRunner::TensorRefs> arguments(
+      static_cast<size_t>(part.schedule.stages * perStage_));
+  std::vector<NamedTensors> cut(local_.size());
+  for (size_t k = 0; k < local_.size(); ++k) {
+    int64_t d = placedOn(k);
+    PipelineRunner::TensorRefs &refs =
+        arguments[static_cast<size_t>(local_[k])];
+    for (const ir::Graph *g : heldGraphs(k))
+      for (const auto &arg : g->arguments()) {
         const std::string &name = arg->name();
-        llvm::StringRef n(name);
-        const runtime::Tensor *from = nullptr;
         if (arg->isPersistent()) {
           auto it = resident_[k].find(name);
           if (it != resident_[k].end())
-            mine.emplace(name, std::move(it->second));
+            refs[name] = &it->second;
           continue;
         }
-        if (n.startswith(passes::kMicroSumPrefix)) {
+        if (llvm::StringRef(name).startswith(passes::kMicroSumPrefix)) {
           auto it = sums[d].find(name);
-          from = it != sums[d].end() ? &it->second : nullptr;
-        } else if (n.startswith(passes::kApplyValuePrefix)) {
-          auto it = kept[k].find(name);
-          if (it != kept[k].end()) {
-            mine.emplace(name, std::move(it->second));
-            continue;
-          }
-          auto sh = shared[d].find(name);
-          from = sh != shared[d].end() ? &sh->second : nullptr;
-        } else {
-          auto it = inputs.find(name);
-          if (it != inputs.end()) {
-            mine.emplace(name, runtime::shardTensor(it->second, arg->sharding(),
-                                                    s.mesh, d));
-            continue;
-          }
+          if (it != sums[d].end())
+            refs[name] = &it->second;
+          continue;
         }
-        if (!from) {
-          diag.error(context.str() + "pipeline device " +
-                     std::to_string(a.device) + "'s optimizer step: '" + name +
-                     "' is missing");
-          return failure();
-        }
-        mine.emplace(name, *from);
+        auto it = inputs.find(name);
+        if (it != inputs.end() && !cut[k].count(name))
+          refs[name] =
+              &cut[k]
+                   .emplace(name, runtime::shardTensor(
+                                      it->second, arg->sharding(), s.mesh, d))
+                   .first->second;
       }
-    }
-    return success();
-  };
-  // Runs one apply program of every local pipeline device; gives each
-  // result to take(local device, device of the stage mesh, result).
-  auto runAll =
-      [&](bool update,
-          const std::function<void(size_t, int64_t, RunResult &)> &take)
-      -> LogicalResult {
-    for (StageApply &a : applies_) {
-      backend::DeviceMesh *exe = update ? a.update.get() : a.gather.get();
-      if (!exe)
-        continue;
-      std::vector<NamedTensors> args;
-      std::vector<size_t> into;
-      if (failed(argumentsOf(a, *exe, update, args, into)))
-        return failure();
-      std::string where = context.str() + "pipeline device " +
-                          std::to_string(a.device) + "'s optimizer step, ";
-      auto ran = runExecutor(*exe, args, diag, where, into);
-      for (size_t j = 0; j < into.size(); ++j)
-        for (auto &[name, t] : resident_[into[j]]) {
-          auto it = args[j].find(name);
-          if (it != args[j].end())
-            t = std::move(it->second);
-        }
-      if (ran.failed())
-        return failure();
-      for (size_t j = 0; j < into.size(); ++j)
-        take(into[j], exe->localDevices()[j], (*ran)[j]);
-    }
-    return success();
-  };
-  auto isShared = [&](int64_t d, llvm::StringRef name) {
-    const std::vector<passes::ApplyValue> &values =
-        part.applySplits[s.step.programs.programOf[d]].values;
-    size_t i = 0;
-    return !name.drop_front(std::strlen(passes::kApplyValuePrefix))
-                .getAsInteger(10, i) &&
-           i < values.size() && values[i].shared;
-  };
-  if (failed(runAll(false, [&](size_t k, int64_t d, RunResult &r) {
-        for (auto &[name, t] : r.outputs) {
-          if (isShared(d, name))
-            shared[d].insert_or_assign(name, t);
-          kept[k].insert_or_assign(name, std::move(t));
-        }
-      })))
+  }
+  auto ran = pipeline_->runApply(arguments, diag, context);
+  if (devices_.trace)
+    for (backend::TraceEvent &e : pipeline_->takeTrace())
+      trace_.push_back(std::move(e));
+  if (ran.failed())
     return failure();
-  if (failed(exchange(
-          shared, [](int64_t, const std::string &) { return true; },
-          "exchanging the optimizer step's sums", diag)))
-    return failure();
-  return runAll(true, [&](size_t k, int64_t d, RunResult &r) {
-    for (auto &[name, t] : r.updates)
+  for (size_t k = 0; k < local_.size(); ++k) {
+    for (auto &[name, t] : (*ran)[k].updates)
       resident_[k].insert_or_assign(name, std::move(t));
-    for (auto &[name, t] : r.outputs)
-      pieces[d].emplace(name, std::move(t));
-  });
+    for (auto &[name, t] : (*ran)[k].outputs)
+      pieces[placedOn(k)].emplace(name, std::move(t));
+  }
+  return success();
 }
 
 FailureOr<std::vector<backend::TraceEvent>>
@@ -757,6 +642,11 @@ MeshRunner::gatherTrace(DiagnosticEngine &diag) {
 FailureOr<std::vector<DeviceCommunication>>
 MeshRunner::communication(DiagnosticEngine &diag) {
   using backend::QueueTimes;
+  // A pipeline's devices count the bytes of their optimizer steps only.
+  if (pipeline_)
+    for (size_t k = 0; k < local_.size(); ++k)
+      times_[k] = {local_[k], 0, 0,
+                   pipeline_->applyBytes()[static_cast<size_t>(local_[k])]};
   std::vector<QueueTimes> all = times_;
   if (processes_ && processes_->size() > 1) {
     // Plain structs of the same binary on every rank.

@@ -186,21 +186,17 @@ private:
                             std::vector<backend::NamedTensors> &sums,
                             std::map<int64_t, backend::NamedTensors> &pieces,
                             DiagnosticEngine &diag, llvm::StringRef context);
-  // Runs the apply part of a pipelined step: each pipeline device's gather
-  // programs, the exchange of what they share, its update programs.
-  // `sums[d]`: the accumulated gradients of device d of the stage mesh;
-  // adds the outputs (the metrics) to `pieces`.
+  // Runs the apply part of a pipelined step, each local device its part
+  // (PipelineRunner::runApply). `sums[d]`: the accumulated gradients of
+  // device d of the stage mesh; adds the outputs (the metrics) to `pieces`.
   LogicalResult runApplies(const backend::NamedTensors &inputs,
                            std::vector<backend::NamedTensors> &sums,
                            std::map<int64_t, backend::NamedTensors> &pieces,
                            DiagnosticEngine &diag, llvm::StringRef context);
-  // Runs `executor`, whose local device j is local device into[j] (empty:
-  // the same), adding its times to theirs.
   FailureOr<std::vector<backend::RunResult>>
   runExecutor(backend::DeviceMesh &executor,
               const std::vector<backend::NamedTensors> &parts,
-              DiagnosticEngine &diag, llvm::StringRef context,
-              const std::vector<size_t> &into = {});
+              DiagnosticEngine &diag, llvm::StringRef context);
 
   MeshStep step_;
   MeshDevices devices_;
@@ -217,18 +213,12 @@ private:
   // programs, and the one each micro-batch uses.
   std::vector<std::unique_ptr<backend::DeviceMesh>> microExecutors_;
   std::vector<size_t> microExecutorOf_;
-  // With a pipeline: what runs the micro-batches instead; the devices of a
-  // pipeline device (its stage mesh's); per local pipeline device its apply
-  // programs on its stage mesh (gather null when it has none); and the
+  // With a pipeline: what runs the micro-batches and the apply part
+  // instead; the devices of a pipeline device (its stage mesh's); and the
   // first pipeline device holding each parameter and state tensor (the one
   // whose parts a checkpoint or gather takes).
   std::unique_ptr<PipelineRunner> pipeline_;
   int64_t perStage_ = 1;
-  struct StageApply {
-    int64_t device = 0;
-    std::unique_ptr<backend::DeviceMesh> gather, update;
-  };
-  std::vector<StageApply> applies_;
   std::map<std::string, int64_t> firstHolder_;
   std::vector<backend::TraceEvent> trace_;
   // Per local device: its steps' time, its compute queue's waits for

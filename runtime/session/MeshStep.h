@@ -103,9 +103,10 @@ struct PipelinePart {
   // The apply part cut by pipeline device (passes/ApplySplit.h), so that
   // each holds and updates its own stages' parameters: one cut per distinct
   // apply program (MeshStep::step: device d of the stage mesh uses cut
-  // step.programs.programOf[d]), and its programs compiled:
+  // applyOf[d], its step.programs.programOf[d]), and its programs compiled:
   // applyExecutables[k][device] = {gather (null when it has none), update}.
   std::vector<passes::ApplySplit> applySplits;
+  std::vector<size_t> applyOf;
   std::vector<std::vector<std::pair<std::unique_ptr<backend::Executable>,
                                     std::unique_ptr<backend::Executable>>>>
       applyExecutables;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <system_error>
@@ -55,6 +56,19 @@ std::vector<Phase> phasesOf(passes::Work work, bool splitBackward) {
     return {Phase::Weight};
   }
   return {};
+}
+
+// Runs `exe` on `refs`; on failure `first` is its first error.
+FailureOr<backend::RunResult>
+runProgram(backend::cpu::CpuExecutor &exe,
+           const backend::cpu::CpuExecutor::TensorRefs &refs,
+           std::string &first) {
+  DiagnosticEngine local;
+  local.setHandler([&](Severity severity, Loc, const std::string &m) {
+    if (severity == Severity::Error && first.empty())
+      first = m;
+  });
+  return exe.run(refs, local);
 }
 
 // One output of a stage's program on a micro-batch.
@@ -145,6 +159,23 @@ std::unique_ptr<PipelineRunner> PipelineRunner::create(
       }
     }
   }
+  // Each local device's part of the apply part, on the same endpoint.
+  for (int64_t device : r->local_) {
+    int64_t owner = device / perStage, rr = device % perStage;
+    const auto &exes = p.applyExecutables[p.applyOf[rr]][owner];
+    backend::cpu::CpuOptions options;
+    options.threads = std::max(1u, threads);
+    options.comm = &r->comms_->endpoint(device);
+    ApplyExecutors &mine = r->applyExecutors_[device];
+    if (exes.first && !(mine.gather = backend::cpu::CpuExecutor::create(
+                            *exes.first, options, diag)))
+      return nullptr;
+    if (!(mine.update =
+              backend::cpu::CpuExecutor::create(*exes.second, options, diag)))
+      return nullptr;
+  }
+  r->applyBytes_.assign(static_cast<size_t>(whole.numDevices()), 0);
+  r->applyEvents_.resize(static_cast<size_t>(whole.numDevices()));
   for (const passes::PipelineSplit &split : p.splits) {
     std::map<std::string, ir::TensorType> &types =
         r->outputTypes_.emplace_back();
@@ -238,13 +269,8 @@ void PipelineRunner::runDevice(int64_t d, int64_t r, Shared &shared,
             refs[name] = it->second;
         }
         std::string first;
-        DiagnosticEngine local;
-        local.setHandler([&](Severity severity, Loc, const std::string &m) {
-          if (severity == Severity::Error && first.empty())
-            first = m;
-        });
         auto started = Clock::now();
-        FailureOr<backend::RunResult> ran = exe.run(refs, local);
+        FailureOr<backend::RunResult> ran = runProgram(exe, refs, first);
         shared.busySeconds[thread] += secondsSince(started);
         if (trace_)
           shared.events[thread].push_back(
@@ -369,6 +395,154 @@ void PipelineRunner::runDevice(int64_t d, int64_t r, Shared &shared,
     }
 }
 
+std::string PipelineRunner::onEveryDevice(
+    const std::function<void(int64_t, std::string &)> &fn,
+    const std::function<void(const std::string &)> &abortAll) {
+  std::vector<std::string> errors(local_.size());
+  std::vector<std::thread> threads;
+  try {
+    for (size_t t = 1; t < local_.size(); ++t)
+      threads.emplace_back([&, t] { fn(local_[t], errors[t]); });
+  } catch (const std::system_error &e) {
+    abortAll("the pipeline's threads did not start");
+    for (std::thread &t : threads)
+      t.join();
+    return std::string("cannot start the pipeline's device threads: ") +
+           e.what();
+  }
+  fn(local_.front(), errors.front());
+  for (std::thread &t : threads)
+    t.join();
+  // The first failure, not the waits it caused elsewhere.
+  for (const std::string &e : errors)
+    if (!e.empty() && e.find("aborted") == std::string::npos)
+      return e;
+  for (const std::string &e : errors)
+    if (!e.empty())
+      return e;
+  return "";
+}
+
+void PipelineRunner::runApplyDevice(int64_t device, const TensorRefs &arguments,
+                                    backend::RunResult &result,
+                                    std::string &error) {
+  const PipelinePart &part = *part_;
+  int64_t perStage = part.stageMesh.numDevices();
+  int64_t owner = device / perStage, r = device % perStage;
+  const passes::ApplySplit &cut = part.applySplits[part.applyOf[r]];
+  ApplyExecutors &exes = applyExecutors_.at(device);
+  std::string self = "pipeline device " + std::to_string(owner) +
+                     (perStage > 1 ? "." + std::to_string(r) : std::string()) +
+                     "'s optimizer step";
+  auto fail = [&](const std::string &why) {
+    error = why;
+    comms_->abort(why);
+  };
+  // Runs `exe` on the tensors of `available` that its program takes.
+  auto runOne = [&](backend::cpu::CpuExecutor &exe, const TensorRefs &available,
+                    const char *what) -> FailureOr<backend::RunResult> {
+    TensorRefs refs;
+    for (const auto &arg : exe.executable().module->graph().arguments()) {
+      auto it = available.find(arg->name());
+      if (it != available.end())
+        refs.insert(*it);
+    }
+    std::string first;
+    auto started = Clock::now();
+    FailureOr<backend::RunResult> ran = runProgram(exe, refs, first);
+    if (trace_)
+      applyEvents_[device].push_back(
+          {device, backend::TraceEvent::Queue::Compute, what, self,
+           std::chrono::duration<double, std::micro>(started - traceOrigin_)
+               .count(),
+           std::chrono::duration<double, std::micro>(Clock::now() -
+                                                     traceOrigin_)
+               .count()});
+    if (ran.failed())
+      fail(self + " (" + what + "): " + first);
+    return ran;
+  };
+  backend::Communicator &comm = comms_->endpoint(device);
+  uint64_t sentBefore = comm.bytesSent();
+  NamedTensors kept;
+  if (exes.gather) {
+    auto ran = runOne(*exes.gather, arguments, "gather");
+    if (ran.failed())
+      return;
+    kept = std::move(ran->outputs);
+  }
+  // Every pipeline device's shared values reach the devices at the same
+  // place of the others' stage meshes, all posted at once.
+  std::vector<backend::Communicator::PointToPoint> sends, recvs;
+  NamedTensors received;
+  for (const passes::ApplyValue &v : cut.values) {
+    if (!v.shared)
+      continue;
+    if (v.owner == owner) {
+      auto it = kept.find(v.name);
+      if (it == kept.end()) {
+        fail(self + ": its gather program made no '" + v.name +
+             "' (internal error)");
+        return;
+      }
+      for (int64_t other = 0; other < cut.devices; ++other)
+        if (other != owner)
+          sends.push_back({other * perStage + r, it->second.data(),
+                           it->second.numel(), it->second.dtype()});
+      continue;
+    }
+    runtime::Tensor &t =
+        received.emplace(v.name, runtime::Tensor(v.type)).first->second;
+    recvs.push_back({v.owner * perStage + r, t.data(), t.numel(), t.dtype()});
+  }
+  std::string why;
+  if (failed(comm.sendRecv(sends, recvs, why))) {
+    fail(self + ": exchanging the gradient norm's parts: " + why);
+    return;
+  }
+  TensorRefs refs = arguments;
+  for (const NamedTensors *from : {&kept, &received})
+    for (const auto &[name, t] : *from)
+      refs[name] = &t;
+  auto ran = runOne(*exes.update, refs, "update");
+  if (ran.failed())
+    return;
+  result = std::move(*ran);
+  applyBytes_[device] += comm.bytesSent() - sentBefore;
+}
+
+FailureOr<std::vector<backend::RunResult>>
+PipelineRunner::runApply(const std::vector<TensorRefs> &arguments,
+                         DiagnosticEngine &diag, llvm::StringRef context) {
+  if (arguments.size() != applyBytes_.size()) {
+    diag.error(context.str() + "the optimizer step of the pipeline's " +
+               std::to_string(applyBytes_.size()) +
+               " devices: given arguments of another shape (internal error)");
+    return failure();
+  }
+  comms_->reset();
+  std::vector<backend::RunResult> results(applyBytes_.size());
+  std::string error = onEveryDevice(
+      [&](int64_t device, std::string &why) {
+        runApplyDevice(device, arguments[static_cast<size_t>(device)],
+                       results[static_cast<size_t>(device)], why);
+      },
+      [&](const std::string &why) { comms_->abort(why); });
+  for (std::vector<backend::TraceEvent> &events : applyEvents_) {
+    for (backend::TraceEvent &e : events)
+      traceEvents_.push_back(std::move(e));
+    events.clear();
+  }
+  if (!error.empty()) {
+    diag.error(context.str() + error);
+    return failure();
+  }
+  std::vector<backend::RunResult> out;
+  for (int64_t device : local_)
+    out.push_back(std::move(results[static_cast<size_t>(device)]));
+  return out;
+}
+
 FailureOr<std::vector<std::vector<backend::NamedTensors>>>
 PipelineRunner::run(const PerDevice &arguments, DiagnosticEngine &diag,
                     llvm::StringRef context) {
@@ -396,41 +570,22 @@ PipelineRunner::run(const PerDevice &arguments, DiagnosticEngine &diag,
   shared.waitSeconds.assign(numThreads, 0);
   shared.events.resize(numThreads);
   shared.reduced.resize(numThreads);
-  std::vector<std::string> errors(numThreads);
-  std::vector<std::thread> threads;
-  auto runOn = [&](int64_t device) {
-    runDevice(device / perStage, device % perStage, shared, arguments,
-              errors[static_cast<size_t>(device)]);
-  };
-  try {
-    for (size_t t = 1; t < local_.size(); ++t)
-      threads.emplace_back([&, t] { runOn(local_[t]); });
-  } catch (const std::system_error &e) {
+  auto abortAll = [&](const std::string &why) {
     {
       std::lock_guard<std::mutex> lock(shared.mutex);
       shared.aborted = true;
     }
-    comms_->abort("the pipeline's threads did not start");
-    for (std::thread &t : threads)
-      t.join();
-    diag.error(context +
-               "cannot start the pipeline's device threads: " + e.what());
+    comms_->abort(why);
+  };
+  std::string error = onEveryDevice(
+      [&](int64_t device, std::string &why) {
+        runDevice(device / perStage, device % perStage, shared, arguments, why);
+      },
+      abortAll);
+  if (!error.empty()) {
+    diag.error(error);
     return failure();
   }
-  runOn(local_.front());
-  for (std::thread &t : threads)
-    t.join();
-  // The first failure, not the waits it caused elsewhere.
-  for (const std::string &e : errors)
-    if (!e.empty() && e.find("aborted") == std::string::npos) {
-      diag.error(e);
-      return failure();
-    }
-  for (const std::string &e : errors)
-    if (!e.empty()) {
-      diag.error(e);
-      return failure();
-    }
   times_.seconds += secondsSince(started);
   ++times_.steps;
   for (auto &events : shared.events)

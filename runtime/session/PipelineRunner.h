@@ -18,6 +18,7 @@
 #include "support/Result.h"
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -56,6 +57,21 @@ public:
   run(const PerDevice &arguments, DiagnosticEngine &diag,
       llvm::StringRef context = "");
 
+  // Runs each local device's part of the optimizer step
+  // (PipelinePart::applySplits): its gather program, the exchange of the
+  // shared values with the devices at the same place of the other pipeline
+  // devices' stage meshes (every message posted at once), its update
+  // program. arguments[g]: device g's of the whole mesh (its parameters and
+  // state, accumulated gradients and parts of the inputs; empty for the
+  // devices other processes run). Returns per local device
+  // (localDevices() order) its update program's outputs and updates.
+  FailureOr<std::vector<backend::RunResult>>
+  runApply(const std::vector<TensorRefs> &arguments, DiagnosticEngine &diag,
+           llvm::StringRef context = "");
+  // Per device of the whole mesh, the bytes its optimizer steps sent (their
+  // collectives and the exchange), summed over the steps.
+  const std::vector<uint64_t> &applyBytes() const { return applyBytes_; }
+
   // Per pipeline device (the devices of its stage mesh together), over the
   // steps so far: the bytes its messages sent, the seconds its devices
   // computed and waited for messages; and the seconds the steps'
@@ -90,6 +106,15 @@ private:
   // Runs device `r` of pipeline device `d`; on failure sets `error`.
   void runDevice(int64_t d, int64_t r, Shared &shared,
                  const PerDevice &arguments, std::string &error);
+  // Runs device `device`'s (of the whole mesh) part of the optimizer step.
+  void runApplyDevice(int64_t device, const TensorRefs &arguments,
+                      backend::RunResult &result, std::string &error);
+  // Runs fn(device, error) on a thread per local device (the first on this
+  // one); abortAll(why) stops the others when a thread cannot start.
+  // Returns the first failure (not the aborts it caused elsewhere) or "".
+  std::string
+  onEveryDevice(const std::function<void(int64_t, std::string &)> &fn,
+                const std::function<void(const std::string &)> &abortAll);
 
   // Stage programs of one split, each on its device's own executor:
   // [virtual stage][phase].
@@ -108,6 +133,15 @@ private:
   std::vector<std::map<std::string, ir::TensorType>> outputTypes_;
   // executors_[{r, k}]: split k's programs on device r of the stage mesh.
   std::map<std::pair<int64_t, size_t>, StageExecutors> executors_;
+  // Per local device, its part of the optimizer step (gather null when it
+  // has none); per device of the whole mesh, the bytes its steps sent and
+  // (when tracing) the events of its last one.
+  struct ApplyExecutors {
+    std::unique_ptr<backend::cpu::CpuExecutor> gather, update;
+  };
+  std::map<int64_t, ApplyExecutors> applyExecutors_;
+  std::vector<uint64_t> applyBytes_;
+  std::vector<std::vector<backend::TraceEvent>> applyEvents_;
   Times times_;
   bool trace_ = false;
   std::chrono::steady_clock::time_point traceOrigin_;

@@ -188,6 +188,7 @@ LogicalResult splitApplyPart(PipelinePart &part, const MeshStep &step,
     }
     part.applySplits.push_back(std::move(*cut));
   }
+  part.applyOf = step.step.programs.programOf;
   return success();
 }
 

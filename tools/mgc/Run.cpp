@@ -621,15 +621,18 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
     auto devices = s.communication();
     if (!devices)
       return errorExit(devices.status().message());
-    out << (pp ? "communication of the apply part per device (pp outermost) "
-               : "communication per device ")
-        << "(sent per step; share of the step waiting on it):";
-    for (size_t d = 0; d < devices->size(); ++d)
+    out << (pp ? "communication of the optimizer step per device (pp "
+                 "outermost; sent per step):"
+               : "communication per device (sent per step; share of the "
+                 "step waiting on it):");
+    for (size_t d = 0; d < devices->size(); ++d) {
       out << (d ? "," : "") << " device " << d << " "
           << backend::formatBytes(
-                 static_cast<uint64_t>((*devices)[d].bytesPerStep))
-          << ", " << llvm::format("%.1f%%", 100 * (*devices)[d].exposed)
-          << " exposed";
+                 static_cast<uint64_t>((*devices)[d].bytesPerStep));
+      if (!pp)
+        out << ", " << llvm::format("%.1f%%", 100 * (*devices)[d].exposed)
+            << " exposed";
+    }
     out << "\n";
   }
   if (check) {
