@@ -4,7 +4,9 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 
 namespace mgc::passes {
 
@@ -159,6 +161,56 @@ std::optional<Cluster> Cluster::read(llvm::StringRef path, std::string &error) {
     return std::nullopt;
   }
   return parse(path, (*buffer)->getBuffer(), error);
+}
+
+std::string clusterMismatch(const Cluster &cluster, const ir::Mesh &mesh) {
+  if (static_cast<int64_t>(cluster.devices().size()) == mesh.numDevices())
+    return "";
+  return std::to_string(cluster.devices().size()) + " devices for the mesh " +
+         mesh.str() + " of " + std::to_string(mesh.numDevices()) +
+         ": expected one per device";
+}
+
+std::optional<ir::Mesh>
+weightDataAxis(const ir::Mesh &mesh, const Cluster &cluster,
+               const std::function<double(const ClusterDevice &)> &seconds,
+               std::string &error) {
+  int dp = mesh.axisIndex(ir::kDataAxis);
+  if (dp < 0) {
+    error = "a cluster balances a pipeline's stages (pp) or the dp shares "
+            "of the batch: give the mesh a pp or a dp axis";
+    return std::nullopt;
+  }
+  int64_t n = mesh.numDevices();
+  error = clusterMismatch(cluster, mesh);
+  if (!error.empty())
+    return std::nullopt;
+  std::vector<ir::MeshAxis> axes(mesh.axes().begin(), mesh.axes().end());
+  ir::MeshAxis &axis = axes[static_cast<size_t>(dp)];
+  if (!axis.weights.empty()) {
+    error = "the dp shares come from the cluster or from --dp-weights: give "
+            "one of them";
+    return std::nullopt;
+  }
+  // Each dp coordinate goes at the pace of its slowest device.
+  std::vector<double> time(static_cast<size_t>(axis.size), 0);
+  for (int64_t d = 0; d < n; ++d) {
+    double &t = time[static_cast<size_t>(mesh.coords(d)[dp])];
+    t = std::max(t, seconds(cluster.devices()[static_cast<size_t>(d)]));
+  }
+  double slowest = *std::max_element(time.begin(), time.end());
+  int64_t common = 0;
+  for (double t : time) {
+    int64_t w =
+        std::max<int64_t>(1, std::llround(t > 0 ? 10 * slowest / t : 10));
+    axis.weights.push_back(w);
+    common = std::gcd(common, w);
+  }
+  for (int64_t &w : axis.weights)
+    w /= common;
+  if (ir::allEqual(axis.weights))
+    axis.weights.clear();
+  return ir::Mesh(std::move(axes));
 }
 
 } // namespace mgc::passes

@@ -11,10 +11,12 @@
 // required when some pair has no link of its own.
 #pragma once
 
+#include "ir/Sharding.h"
 #include "support/Result.h"
 
 #include "llvm/ADT/StringRef.h"
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -52,5 +54,22 @@ private:
   std::vector<ClusterDevice> devices_;
   std::vector<ClusterLink> links_; // n * n, the diagonal unused
 };
+
+// "" when `cluster` has one device per device of `mesh`, else why not
+// ("8 devices for the mesh dp=4 of 4: expected one per device").
+std::string clusterMismatch(const Cluster &cluster, const ir::Mesh &mesh);
+
+// `mesh` (without pp) with its dp shares of the batch weighted for
+// `cluster`'s devices (one per device of the mesh, in mesh order): each dp
+// coordinate's weight is in inverse proportion to seconds(device) of the
+// slowest of its devices (the time it takes for an equal share of the
+// work), as integers (the slowest coordinate 10, reduced by their
+// greatest common divisor; none when all are equal). Null with `error`
+// when the cluster has another number of devices, or the mesh has no dp
+// axis or dp weights already.
+std::optional<ir::Mesh>
+weightDataAxis(const ir::Mesh &mesh, const Cluster &cluster,
+               const std::function<double(const ClusterDevice &)> &seconds,
+               std::string &error);
 
 } // namespace mgc::passes

@@ -99,6 +99,17 @@ std::vector<size_t> identity(size_t n) {
 
 } // namespace
 
+double shareSeconds(const ModelLayers &model, const ClusterDevice &device,
+                    int64_t parts) {
+  WorkAmount work = model.first.forward;
+  for (const LayerCost &l : model.layers)
+    work += l.forward;
+  work += model.last.forward;
+  work.flops /= static_cast<double>(parts);
+  work.bytes /= static_cast<double>(parts);
+  return 3 * secondsOn(work, device);
+}
+
 std::vector<int64_t> equalSplit(int64_t layers, int64_t stages) {
   std::vector<int64_t> first;
   int64_t at = 0;

@@ -64,6 +64,11 @@ FailureOr<StagePlan> planStages(const ModelLayers &model,
                                 llvm::ArrayRef<ClusterDevice> devices,
                                 int64_t micro, std::vector<int64_t> first,
                                 std::string &error, const LinkOf &link = {});
+// The seconds a forward and backward of the whole model on 1/`parts` of
+// its batch take on `device`, as the balancer counts a stage's: what one
+// of `parts` data-parallel devices computes per step.
+double shareSeconds(const ModelLayers &model, const ClusterDevice &device,
+                    int64_t parts);
 // Equal layer counts (the first stages take one more when they do not
 // divide).
 std::vector<int64_t> equalSplit(int64_t layers, int64_t stages);

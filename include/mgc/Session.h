@@ -265,6 +265,9 @@ public:
   // the number of processes (0 and 1 otherwise).
   int rank() const;
   int processCount() const;
+  // The mesh the step runs on, as "dp=8[56,56,56,56,5,5,5,5],tp=2": the
+  // options' mesh with the dp shares a cluster gave; "" without one.
+  std::string meshText() const;
   // The rows [first, second) of input `name`'s first dimension that this
   // process's devices read each step: with several processes a rank's
   // share of a batched input (feed() still takes the whole batch, and the

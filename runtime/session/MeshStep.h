@@ -149,10 +149,13 @@ LogicalResult buildPipelinePart(MeshStep &step, const ir::Module &model,
                                 const MeshConfig &config,
                                 DiagnosticEngine &diag);
 
-// The configuration of the session options' mesh step on `mesh`: ZeRO,
-// buckets, micro-batches and the pipeline's settings. Reports a schedule
-// that is not one, or pipeline settings without a pp axis, and fails.
-FailureOr<MeshConfig> meshConfig(const ir::Mesh &mesh,
+// The configuration of the session options' mesh step of `model` on
+// `mesh`: ZeRO, buckets, micro-batches and the pipeline's settings; without
+// a pp axis a cluster weights the dp shares for its devices
+// (passes::weightDataAxis, on the cost model's time of the model's step).
+// Reports a schedule that is not one, pipeline settings without a pp axis
+// or a cluster that does not fit the mesh, and fails.
+FailureOr<MeshConfig> meshConfig(const ir::Mesh &mesh, const ir::Module &model,
                                  const SessionOptions &options,
                                  DiagnosticEngine &diag);
 

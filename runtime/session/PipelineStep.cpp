@@ -69,11 +69,9 @@ pipelineDevices(const passes::Cluster *cluster, const ir::Mesh &mesh,
     return std::vector<passes::ClusterDevice>(stages,
                                               {"stage", 1e14, 1e18, 1e12});
   int64_t devices = mesh.numDevices();
-  if (static_cast<int64_t>(cluster->devices().size()) != devices) {
-    diag.error("--cluster " + file + ": " +
-               std::to_string(cluster->devices().size()) +
-               " devices for the mesh " + mesh.str() + " of " +
-               std::to_string(devices) + ": expected one per device");
+  std::string mismatch = passes::clusterMismatch(*cluster, mesh);
+  if (!mismatch.empty()) {
+    diag.error("--cluster " + file + ": " + mismatch);
     return failure();
   }
   int64_t perStage = devices / stages;
@@ -331,7 +329,7 @@ LogicalResult buildPipelinePart(MeshStep &step, const ir::Module &model,
   return success();
 }
 
-FailureOr<MeshConfig> meshConfig(const ir::Mesh &mesh,
+FailureOr<MeshConfig> meshConfig(const ir::Mesh &mesh, const ir::Module &model,
                                  const SessionOptions &options,
                                  DiagnosticEngine &diag) {
   MeshConfig config;
@@ -342,12 +340,35 @@ FailureOr<MeshConfig> meshConfig(const ir::Mesh &mesh,
   const ir::MeshAxis *pp = mesh.findAxis(ir::kPipelineAxis);
   if (!pp) {
     if (!options.schedule.empty() || options.virtualStages != 1 ||
-        !options.stages.empty() || !options.cluster.empty()) {
-      diag.error("a schedule, virtual stages, stages and a cluster are for "
-                 "a pipeline: "
+        !options.stages.empty()) {
+      diag.error("a schedule, virtual stages and stages are for a pipeline: "
                  "give the mesh a pp axis (--mesh pp=N)");
       return failure();
     }
+    if (options.cluster.empty())
+      return config;
+    // Without a pipeline a cluster gives the dp devices their shares, in
+    // inverse proportion to each one's time for the model's step.
+    std::string error;
+    std::optional<passes::Cluster> cluster =
+        passes::Cluster::read(options.cluster, error);
+    if (!cluster) {
+      diag.error("--cluster: " + error);
+      return failure();
+    }
+    passes::ModelLayers layers = passes::forwardLayers(model);
+    const ir::MeshAxis *dp = mesh.findAxis(ir::kDataAxis);
+    std::optional<ir::Mesh> weighted = passes::weightDataAxis(
+        mesh, *cluster,
+        [&](const passes::ClusterDevice &d) {
+          return passes::shareSeconds(layers, d, dp ? dp->size : 1);
+        },
+        error);
+    if (!weighted) {
+      diag.error("--cluster " + options.cluster + ": " + error);
+      return failure();
+    }
+    config.mesh = std::move(*weighted);
     return config;
   }
   if (!options.schedule.empty()) {

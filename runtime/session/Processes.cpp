@@ -142,6 +142,8 @@ int Session::processCount() const {
   return impl_->processes ? impl_->processes->size() : 1;
 }
 
+std::string Session::meshText() const { return impl_->meshText; }
+
 std::pair<int64_t, int64_t> Session::inputRows(const std::string &name) const {
   const ir::Value *v =
       session::findArgument(*impl_, name, ir::ValueKind::Input);

@@ -329,9 +329,10 @@ Session::create(const std::string &path, const SessionOptions &options) {
         return c.status();
       }
       module->attrs().set(session::kModelHashAttr, session::modelHash(*module));
-      auto config = session::meshConfig(*mesh, options, diag);
+      auto config = session::meshConfig(*mesh, *module, options, diag);
       if (config.failed())
         return c.status();
+      impl->meshText = config->mesh.str();
       auto meshStep = session::buildMeshStep(*module, *config, diag);
       if (meshStep.failed() ||
           failed(session::checkSamePlan(*meshStep, impl->processes,

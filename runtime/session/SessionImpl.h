@@ -36,6 +36,8 @@ struct Session::Impl {
 #endif
   // The training step on a mesh (instead of stepExe/stepRunner).
   std::unique_ptr<session::MeshRunner> meshRunner;
+  // The mesh as given, with a cluster's dp shares (Session::meshText).
+  std::string meshText;
   // The job's processes when the mesh is shared among several (not owned:
   // one per process), else null.
   backend::ProcessGroup *processes = nullptr;

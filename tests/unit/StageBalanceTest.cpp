@@ -208,3 +208,47 @@ TEST_CASE("stage balance: what cannot be split or fit is refused") {
   CHECK(planStages(m, three, 1, {0, 2, 1}, error).failed());
   CHECK(error.find("in increasing order") != std::string::npos);
 }
+
+TEST_CASE("cluster: dp shares follow each dp coordinate's slowest device") {
+  std::string error;
+  auto cluster = Cluster::parse("c.json", R"({"devices": [
+      {"name": "a", "tflops": 400, "memory_gib": 80, "bandwidth_gbs": 3000},
+      {"name": "b", "tflops": 400, "memory_gib": 80, "bandwidth_gbs": 3000},
+      {"name": "c", "tflops": 100, "memory_gib": 80, "bandwidth_gbs": 3000},
+      {"name": "d", "tflops": 400, "memory_gib": 80, "bandwidth_gbs": 3000}],
+      "default_link": {"gbps": 100, "latency_us": 1}})",
+                                error);
+  REQUIRE(cluster);
+  auto seconds = [](const ClusterDevice &d) { return 1e12 / d.flopsPerSecond; };
+  // dp=4: each device alone, 4:4:1:4.
+  auto dp4 =
+      weightDataAxis(*ir::Mesh::parse("dp=4", error), *cluster, seconds, error);
+  REQUIRE(dp4);
+  CHECK(dp4->str() == "dp=4[4,4,1,4]");
+  // dp=2 x tp=2: devices (0, 1) and (2, 3); the second goes at c's pace.
+  auto mesh = weightDataAxis(*ir::Mesh::parse("dp=2,tp=2", error), *cluster,
+                             seconds, error);
+  REQUIRE(mesh);
+  CHECK(mesh->str() == "dp=2[4,1],tp=2");
+  // Equal devices give equal shares: no weights.
+  auto fast = Cluster::parse("c.json", R"({"devices": [
+      {"name": "a", "tflops": 400, "memory_gib": 80, "bandwidth_gbs": 3000},
+      {"name": "b", "tflops": 400, "memory_gib": 80, "bandwidth_gbs": 3000}],
+      "default_link": {"gbps": 100, "latency_us": 1}})",
+                             error);
+  REQUIRE(fast);
+  auto same =
+      weightDataAxis(*ir::Mesh::parse("dp=2", error), *fast, seconds, error);
+  REQUIRE(same);
+  CHECK(same->str() == "dp=2");
+  // What does not fit is refused.
+  CHECK(!weightDataAxis(*ir::Mesh::parse("dp=2", error), *cluster, seconds,
+                        error));
+  CHECK(error == "4 devices for the mesh dp=2 of 2: expected one per device");
+  CHECK(!weightDataAxis(*ir::Mesh::parse("tp=4", error), *cluster, seconds,
+                        error));
+  CHECK(error.find("give the mesh a pp or a dp axis") != std::string::npos);
+  CHECK(!weightDataAxis(*ir::Mesh::parse("dp=4[1,2,3,4]", error), *cluster,
+                        seconds, error));
+  CHECK(error.find("--dp-weights") != std::string::npos);
+}

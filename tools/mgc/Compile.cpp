@@ -182,7 +182,7 @@ static int compileForMesh(const ir::Module &module, const MeshChoice &mesh,
   options.virtualStages = mesh.virtualStages;
   options.stages = mesh.stages;
   options.cluster = mesh.cluster;
-  auto config = session::meshConfig(*mesh.mesh, options, diag);
+  auto config = session::meshConfig(*mesh.mesh, module, options, diag);
   if (config.failed())
     return kUserError;
   auto step = session::buildMeshStep(module, *config, diag);

@@ -61,9 +61,10 @@ std::vector<OptionSpec> meshOptions() {
        "with a pp axis: the layers (repeat iterations) of each stage, e.g. "
        "0-5,6-11 (default: balanced by the cost model)"},
       {"--cluster", "FILE.json",
-       "with a pp axis: the devices (speed, memory) and links to balance "
-       "the stages for, one device per device of the mesh "
-       "(samples/clusters/)"},
+       "the devices (speed, memory) and links of the mesh, one per device "
+       "in mesh order (samples/clusters/): with a pp axis the stages are "
+       "balanced for them; without, each dp device's share of the batch "
+       "follows its speed (as --dp-weights)"},
   };
 }
 
@@ -156,7 +157,7 @@ std::optional<MeshChoice> parseMeshChoice(const ParsedArgs &args,
   }
   bool pipeline = choice.mesh && choice.mesh->findAxis(ir::kPipelineAxis);
   for (const char *flag :
-       {"--pipeline-schedule", "--virtual-stages", "--stages", "--cluster"})
+       {"--pipeline-schedule", "--virtual-stages", "--stages"})
     if (args.has(flag) && !pipeline)
       return usage(std::string(flag) +
                    " is for a pipeline: give the mesh a pp axis (--mesh "

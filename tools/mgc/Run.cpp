@@ -496,7 +496,7 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
   out << "training " << modelPath << " from step " << firstStep << " to "
       << steps << " on " << setup->description;
   if (mesh->mesh)
-    out << ", mesh " << mesh->mesh->str() << " (" << mesh->mesh->numDevices()
+    out << ", mesh " << s.meshText() << " (" << mesh->mesh->numDevices()
         << (s.processCount() > 1
                 ? " devices on " + std::to_string(s.processCount()) +
                       " processes"
