@@ -177,13 +177,20 @@ std::unique_ptr<PipelineRunner> PipelineRunner::create(
   r->applyBytes_.assign(static_cast<size_t>(whole.numDevices()), 0);
   r->applyEvents_.resize(static_cast<size_t>(whole.numDevices()));
   for (const passes::PipelineSplit &split : p.splits) {
-    std::map<std::string, ir::TensorType> &types =
+    std::map<std::string, StageOutputType> &types =
         r->outputTypes_.emplace_back();
-    for (const auto &phases : split.programs)
-      for (const auto &program : phases)
-        for (const ir::Output &o : program->graph().outputs())
-          if (!llvm::StringRef(o.name).startswith(passes::kPipeValuePrefix))
-            types.emplace(o.name, o.value->type());
+    for (int64_t v = 0; v < split.stages; ++v)
+      for (const auto &program : split.programs[v])
+        for (const ir::Output &o : program->graph().outputs()) {
+          if (llvm::StringRef(o.name).startswith(passes::kPipeValuePrefix))
+            continue;
+          StageOutputType &t =
+              types.emplace(o.name, StageOutputType{o.value->type(), {}})
+                  .first->second;
+          int64_t d = p.schedule.deviceOf(v);
+          if (!llvm::is_contained(t.devices, d))
+            t.devices.push_back(d);
+        }
   }
   r->times_.bytesSent.assign(devices, 0);
   r->times_.busySeconds.assign(devices, 0);
@@ -362,9 +369,12 @@ void PipelineRunner::runDevice(int64_t d, int64_t r, Shared &shared,
   }
   if (!acrossProcesses_)
     return;
-  // Every process needs every output: each device adds up its
-  // micro-batches' outputs over the pipeline (zeros where it has none), in
-  // coordinate order, its own parts first in stage order.
+  // Each device adds up its micro-batches' outputs, its parts in stage
+  // order; an output several pipeline devices give (the tied embedding's
+  // gradient) is then summed over the pipeline (zeros where a device has
+  // none), in coordinate order, so that each of them has the whole sum.
+  // The others stay on the device that gives them (the runtime exchanges
+  // the scalars every rank reports).
   std::stable_sort(outputs.begin(), outputs.end(),
                    [](const StageOutput &a, const StageOutput &b) {
                      return std::tie(a.micro, a.stage, a.phase) <
@@ -373,11 +383,19 @@ void PipelineRunner::runDevice(int64_t d, int64_t r, Shared &shared,
   std::vector<NamedTensors> &sums = shared.reduced[thread];
   sums.assign(schedule.micro, {});
   for (int64_t i = 0; i < schedule.micro; ++i)
-    for (const auto &[name, type] : outputTypes_[part.splitOf[i][r]]) {
+    for (const auto &[name, given] : outputTypes_[part.splitOf[i][r]]) {
+      const ir::TensorType &type = given.type;
+      bool several = given.devices.size() > 1;
+      if (!several && given.devices.front() != d)
+        continue;
       runtime::Tensor sum(type);
       for (const StageOutput &o : outputs)
         if (o.micro == i && o.name == name)
           sum = runtime::sumTensors({sum, o.tensor});
+      if (!several) {
+        sums[i].emplace(name, std::move(sum));
+        continue;
+      }
       std::string why;
       if (!ir::isFloat(type.dtype)) {
         fail(shared.context + self + ": output '" + name + "' (" + type.str() +
@@ -601,14 +619,12 @@ PipelineRunner::run(const PerDevice &arguments, DiagnosticEngine &diag,
   std::vector<std::vector<NamedTensors>> out(
       part.schedule.micro, std::vector<NamedTensors>(perStage));
   if (acrossProcesses_) {
-    // Each device of the stage mesh takes the sums of its first local copy.
-    for (int64_t r = 0; r < perStage; ++r)
-      for (int64_t device : local_)
-        if (device % perStage == r) {
-          for (int64_t i = 0; i < part.schedule.micro; ++i)
-            out[i][r] = std::move(shared.reduced[device][i]);
-          break;
-        }
+    // Each device of the stage mesh takes the sums of its local copies (a
+    // sum several give is the same on each).
+    for (int64_t device : local_)
+      for (int64_t i = 0; i < part.schedule.micro; ++i)
+        for (auto &[name, t] : shared.reduced[device][i])
+          out[i][device % perStage].emplace(name, std::move(t));
     return out;
   }
   // Every output in a fixed order (micro-batch, device, stage, phase), so

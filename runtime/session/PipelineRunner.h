@@ -38,8 +38,8 @@ public:
   // `communicators` makes the communicators of the whole mesh (pp, then
   // the stage mesh's axes) and so chooses the devices this process runs:
   // empty, every device in this process (backend/cpu/InProcessCommunicator.h);
-  // over several processes each runs its devices, and every process gets
-  // every output, summed over the pipeline.
+  // over several processes each runs its devices and gets the outputs its
+  // devices give (one several give summed over the pipeline).
   static std::unique_ptr<PipelineRunner>
   create(std::shared_ptr<const PipelinePart> part, unsigned threads, bool trace,
          const backend::CommunicatorFactory &communicators,
@@ -51,7 +51,8 @@ public:
   // are the runner's own; empty for the devices other processes run).
   // Returns per micro-batch and device d of the stage mesh the micro
   // program's outputs, a gradient given in parts by several stages summed
-  // in stage order. Errors start with `context` ("step 3, ").
+  // in stage order; across processes only those this process's devices
+  // give. Errors start with `context` ("step 3, ").
   using PerDevice = std::vector<std::vector<TensorRefs>>;
   FailureOr<std::vector<std::vector<NamedTensors>>>
   run(const PerDevice &arguments, DiagnosticEngine &diag,
@@ -128,9 +129,13 @@ private:
   std::unique_ptr<backend::CommunicatorSet> comms_;
   std::vector<int64_t> local_;
   bool acrossProcesses_ = false;
-  // Per split, the type of every output of its programs but the pipe
-  // values, by name.
-  std::vector<std::map<std::string, ir::TensorType>> outputTypes_;
+  // Per split, every output of its programs but the pipe values, by name:
+  // its type and the pipeline devices whose stages give it.
+  struct StageOutputType {
+    ir::TensorType type;
+    std::vector<int64_t> devices;
+  };
+  std::vector<std::map<std::string, StageOutputType>> outputTypes_;
   // executors_[{r, k}]: split k's programs on device r of the stage mesh.
   std::map<std::pair<int64_t, size_t>, StageExecutors> executors_;
   // Per local device, its part of the optimizer step (gather null when it
