@@ -41,5 +41,18 @@ LogicalResult evalAllToAll(EvalContext &ctx) {
 LogicalResult evalLocalSplit(EvalContext &ctx) {
   return identityOfLogical(ctx, "sizes");
 }
+// A message between pipeline stages: send passes its operand on; what recv
+// gives comes from another stage's program.
+LogicalResult evalSend(EvalContext &ctx) {
+  ctx.result.data = ctx.in(0).data;
+  return success();
+}
+LogicalResult evalRecv(EvalContext &ctx) {
+  return ctx.error("recv takes '" + ctx.op.attrs().getString("value") +
+                   "' from pipeline stage " +
+                   std::to_string(ctx.op.attrs().getInt("peer")) +
+                   ": run the stage's program in its pipeline, or lower its "
+                   "messages to inputs first (passes::lowerPipeMessages)");
+}
 
 } // namespace mgc::ir::interp

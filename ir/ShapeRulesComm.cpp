@@ -34,8 +34,8 @@ std::optional<int64_t> localPart(llvm::ArrayRef<int64_t> sizes, int64_t part) {
 }
 
 // Checks `dim` and `sizes` against a type; nullopt when they fit.
-std::optional<TypeOrError> checkSizes(const ShapeQuery &q,
-                                      const TensorType &t, int64_t dim,
+std::optional<TypeOrError> checkSizes(const ShapeQuery &q, const TensorType &t,
+                                      int64_t dim,
                                       llvm::ArrayRef<int64_t> sizes,
                                       int64_t part, const char *what) {
   if (dim < 0 || dim >= t.rank())
@@ -44,8 +44,8 @@ std::optional<TypeOrError> checkSizes(const ShapeQuery &q,
   if (llvm::any_of(sizes, [](int64_t s) { return s < 0; }))
     return err(q.opName + " has a negative part size in " + listStr(sizes));
   if (part >= static_cast<int64_t>(sizes.size()))
-    return err(q.opName + " part " + llvm::Twine(part) + " is out of range for " +
-               llvm::Twine(sizes.size()) + " parts");
+    return err(q.opName + " part " + llvm::Twine(part) +
+               " is out of range for " + llvm::Twine(sizes.size()) + " parts");
   if (!localPart(sizes, part))
     return err(q.opName + " has uneven parts " + listStr(sizes) +
                " and needs the device's part");
@@ -116,6 +116,21 @@ TypeOrError inferGather(const ShapeQuery &q) {
   return out;
 }
 
+// send: the value sent, unchanged.
+TypeOrError inferSend(const ShapeQuery &q) { return q.operands[0]; }
+
+// recv: the value's type, which its attributes carry.
+TypeOrError inferRecv(const ShapeQuery &q) {
+  auto dtype = parseDType(q.attrs.getString("dtype"));
+  if (!dtype)
+    return err("recv has unknown dtype \"" + q.attrs.getString("dtype") + "\"");
+  const std::vector<int64_t> &shape = q.attrs.getInts("shape");
+  for (int64_t d : shape)
+    if (d < 0)
+      return err("recv has a negative dimension in its shape");
+  return TensorType(*dtype, shape);
+}
+
 TypeOrError inferAllToAll(const ShapeQuery &q) {
   const TensorType &x = q.operands[0];
   int64_t from = q.attrs.getInt("from"), to = q.attrs.getInt("to");
@@ -124,8 +139,8 @@ TypeOrError inferAllToAll(const ShapeQuery &q) {
   const std::vector<int64_t> &toSizes = q.attrs.getInts("to_sizes");
   if (from < 0 || from >= x.rank() || to < 0 || to >= x.rank() || from == to)
     return err(q.opName + " needs two different dimensions of " + x.str() +
-               ", got from = " + llvm::Twine(from) + ", to = " +
-               llvm::Twine(to));
+               ", got from = " + llvm::Twine(from) +
+               ", to = " + llvm::Twine(to));
   if (fromSizes.empty() != toSizes.empty())
     return err(q.opName + " needs both from_sizes and to_sizes, or neither");
   if (fromSizes.empty())
@@ -142,8 +157,7 @@ TypeOrError inferAllToAll(const ShapeQuery &q) {
       x.shape[to] != total(toSizes))
     return err(q.opName + " operand " + x.str() + " does not fit parts " +
                listStr(fromSizes) + " of dimension " + llvm::Twine(from) +
-               " and " + listStr(toSizes) + " of dimension " +
-               llvm::Twine(to));
+               " and " + listStr(toSizes) + " of dimension " + llvm::Twine(to));
   TensorType out = x;
   out.shape[from] = total(fromSizes);
   out.shape[to] = *localPart(toSizes, part);

@@ -54,7 +54,9 @@ WorkAmount opWork(const ir::Op &op) {
   case ir::OpKind::Transpose:
   case ir::OpKind::Broadcast:
   case ir::OpKind::Embedding:
-    break; // data movement only
+  case ir::OpKind::Send: // a pipeline's messages: the link's time, not a
+  case ir::OpKind::Recv: // device's (passes/StageBalance.h counts them)
+    break;               // data movement only
   default:
     if (ir::opInfo(op.kind()).has(ir::kElementwise))
       w.flops = elements(out);

@@ -1,5 +1,6 @@
 // dce: dead code elimination. An op is live when an output or an update uses
-// its result, directly or through other live ops; every other op is erased.
+// its result, directly or through other live ops, or it sends its operand
+// to another pipeline stage; every other op is erased.
 // Arguments stay: they are the module's interface, used or not.
 #include "passes/PassManager.h"
 
@@ -30,7 +31,7 @@ public:
     llvm::DenseSet<const Op *> dead;
     for (auto it = g.ops().rbegin(); it != g.ops().rend(); ++it) {
       const Op *op = it->get();
-      if (!live.count(op->result())) {
+      if (!live.count(op->result()) && op->kind() != ir::OpKind::Send) {
         dead.insert(op);
         continue;
       }

@@ -42,6 +42,20 @@ ModuleExtract::build(const llvm::DenseSet<const ir::Op *> &ops,
     v->setSharding(old->sharding());
     map_[old] = v;
   }
+  for (const Received &r : received_) {
+    if (!used.contains(r.value))
+      continue;
+    ir::Attrs attrs;
+    attrs.set("peer", r.peer);
+    attrs.set("value", r.name);
+    attrs.set("dtype", std::string(ir::dtypeName(r.value->type().dtype)));
+    const auto &shape = r.value->type().shape;
+    attrs.set("shape", std::vector<int64_t>(shape.begin(), shape.end()));
+    ir::Op *recv =
+        g.createOp(ir::OpKind::Recv, {}, std::move(attrs), r.value->type());
+    recv->result()->setSharding(r.value->sharding());
+    map_[r.value] = recv->result();
+  }
   for (const auto &op : from_.graph().ops()) {
     if (!ops.contains(op.get()))
       continue;

@@ -28,6 +28,12 @@ public:
                 std::vector<std::pair<const ir::Value *, std::string>> replaced)
       : from_(from), replaced_(std::move(replaced)) {}
 
+  // Makes `v`, when the part reads it, a recv op of the value `name` from
+  // pipeline stage `peer` (ir/OpKinds.def) instead of an input.
+  void receive(const ir::Value *v, int64_t peer, std::string name) {
+    received_.push_back({v, peer, std::move(name)});
+  }
+
   // A module (attributes and placements kept, no outputs) with the ops of
   // `from` in `ops`, in their order, the arguments of `from` they read, and
   // the replaced values they read as inputs; `alsoRead` are values the
@@ -43,6 +49,12 @@ public:
 private:
   const ir::Module &from_;
   std::vector<std::pair<const ir::Value *, std::string>> replaced_;
+  struct Received {
+    const ir::Value *value;
+    int64_t peer;
+    std::string name;
+  };
+  std::vector<Received> received_;
   llvm::DenseMap<const ir::Value *, ir::Value *> map_;
 };
 

@@ -25,6 +25,33 @@ const char *phaseName(Phase phase, bool splitBackward) {
   return "?";
 }
 
+void lowerPipeMessages(ir::Module &program) {
+  ir::Graph &g = program.graph();
+  std::vector<Op *> messages;
+  for (auto &op : g.ops())
+    if (op->kind() == ir::OpKind::Send || op->kind() == ir::OpKind::Recv)
+      messages.push_back(op.get());
+  if (messages.empty())
+    return;
+  for (Op *op : messages) {
+    std::string name = op->attrs().getString("value");
+    if (op->kind() == ir::OpKind::Recv) {
+      Value *in = g.addInput(name, op->type(), op->loc());
+      in->setSharding(op->result()->sharding());
+      g.replaceAllUsesWith(op->result(), in);
+      continue;
+    }
+    bool output = false;
+    for (const ir::Output &o : g.outputs())
+      output |= o.name == name;
+    if (!output)
+      g.addOutput(name, op->operand(0));
+    g.replaceAllUsesWith(op->result(), op->operand(0));
+  }
+  llvm::DenseSet<const Op *> erase(messages.begin(), messages.end());
+  g.eraseOpsIf([&](const Op &op) { return erase.contains(&op); });
+}
+
 LogicalResult checkStageSplit(llvm::ArrayRef<int64_t> first, int64_t layers,
                               llvm::StringRef model, DiagnosticEngine &diag) {
   int64_t stages = static_cast<int64_t>(first.size());
@@ -350,18 +377,56 @@ private:
       for (int p = 0; p < out.numPhases(); ++p) {
         Place at{s, static_cast<Phase>(p)};
         size_t k = index(at);
+        // What the stage kept from an earlier phase is an input; what
+        // another stage made arrives by a recv from the neighbour it comes
+        // through (the one before for an activation, after for a gradient).
+        // One message brings a value to the stage: the first of its
+        // phases that reads it receives it, the later ones read what the
+        // stage kept.
         std::vector<std::pair<const Value *, std::string>> replaced;
-        for (size_t i : reads[k])
-          replaced.emplace_back(crossing[i], out.values[i].name);
+        std::vector<std::pair<size_t, int64_t>> received;
+        for (size_t i : reads[k]) {
+          const PipeValue &pv = out.values[i];
+          bool earlier = false;
+          for (int p2 = 0; p2 < p; ++p2)
+            earlier |= llvm::is_contained(
+                reads[index({s, static_cast<Phase>(p2)})], i);
+          if (pv.stage == s || earlier)
+            replaced.emplace_back(crossing[i], pv.name);
+          else
+            received.emplace_back(i, pv.stage < s ? s - 1 : s + 1);
+        }
         ModuleExtract extract(micro_, std::move(replaced));
+        for (const auto &[i, peer] : received)
+          extract.receive(crossing[i], peer, out.values[i].name);
         std::unique_ptr<ir::Module> m = extract.build(ops[k]);
         m->attrs().set("pipeline.stage", s);
         m->attrs().set("pipeline.phase",
                        std::string(phaseName(at.phase, splitBackward_)));
         ir::Graph &g = m->graph();
-        for (size_t i = 0; i < crossing.size(); ++i)
-          if (placeOf(crossing[i]->definingOp()) == at)
-            g.addOutput(out.values[i].name, extract.lookup(crossing[i]));
+        // What it makes for a later phase of its own is an output; what
+        // another stage reads it sends to the neighbour toward it.
+        for (size_t i = 0; i < crossing.size(); ++i) {
+          if (placeOf(crossing[i]->definingOp()) != at)
+            continue;
+          const PipeValue &pv = out.values[i];
+          Value *made = extract.lookup(crossing[i]);
+          bool kept = false;
+          for (int p2 = 0; p2 < out.numPhases(); ++p2)
+            kept |=
+                p2 != p && llvm::is_contained(
+                               reads[index({s, static_cast<Phase>(p2)})], i);
+          if (kept)
+            g.addOutput(pv.name, made);
+          if (pv.readers.empty())
+            continue;
+          ir::Attrs attrs;
+          attrs.set("peer", pv.readers.back() > s ? s + 1 : s - 1);
+          attrs.set("value", pv.name);
+          ir::Op *send = g.createOp(ir::OpKind::Send, {made}, std::move(attrs),
+                                    made->type());
+          send->result()->setSharding(made->sharding());
+        }
         for (const auto &[o, v] : roots_) {
           if (rootPlace(*o, v) != at)
             continue;

@@ -97,6 +97,12 @@ FailureOr<PipelineSplit> splitPipeline(const ir::Module &micro,
                                        bool splitBackward,
                                        DiagnosticEngine &diag);
 
+// A stage program's messages as the runtime passes them: each recv becomes
+// an input and each send an output of its value's name (pipe.N), so that a
+// backend compiles an ordinary program whose pipe values the pipeline runner
+// posts in the schedule's groups. Programs without messages are unchanged.
+void lowerPipeMessages(ir::Module &program);
+
 // Checks that `first` splits `layers` layers into stages of at least one
 // layer each, in order from layer 0; reports naming the model and fails.
 LogicalResult checkStageSplit(llvm::ArrayRef<int64_t> first, int64_t layers,

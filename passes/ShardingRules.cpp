@@ -369,6 +369,9 @@ constexpr RuleRow kRules[] = {
     {ir::OpKind::AllGather, ruleNone},
     {ir::OpKind::AllToAll, ruleNone},
     {ir::OpKind::LocalSplit, ruleNone},
+    // The pipeline pass cuts device programs, after placement.
+    {ir::OpKind::Send, ruleNone},
+    {ir::OpKind::Recv, ruleNone},
 };
 
 constexpr int timesListed(ir::OpKind kind) {

@@ -172,4 +172,19 @@ LogicalResult kernelLocalSplit(const KernelArgs &args) {
   return success();
 }
 
+// A pipeline's messages are the runtime's: a stage program's send and recv
+// become its outputs and inputs before it is compiled
+// (passes::lowerPipeMessages), so these run only in a program that skipped
+// that.
+LogicalResult kernelSend(const KernelArgs &args) {
+  return args.fail("send of '" + args.op.attrs().getString("value") +
+                   "' in a program whose pipeline messages were not lowered "
+                   "(internal error)");
+}
+LogicalResult kernelRecv(const KernelArgs &args) {
+  return args.fail("recv of '" + args.op.attrs().getString("value") +
+                   "' in a program whose pipeline messages were not lowered "
+                   "(internal error)");
+}
+
 } // namespace mgc::backend::cpu

@@ -181,6 +181,12 @@ LogicalResult kAllToAll(const CudaKernelArgs &args) {
                       : success();
 }
 
+// A pipeline's messages are the runtime's (ir/OpKinds.def), and pipelines
+// do not run on CUDA yet: cudaUnsupported refuses the op before this runs.
+LogicalResult kPipeMessage(const CudaKernelArgs &args) {
+  return fail(args, opStr(args.op) + ": " + cudaUnsupported(args.op));
+}
+
 // This device's part of a replicated tensor: one box of the split, copied
 // on the compute stream (no communication).
 LogicalResult kLocalSplit(const CudaKernelArgs &args) {
@@ -215,6 +221,9 @@ CudaKernelFn cudaCollectiveKernelFor(ir::OpKind kind) {
     return kAllToAll;
   case OpKind::LocalSplit:
     return kLocalSplit;
+  case OpKind::Send:
+  case OpKind::Recv:
+    return kPipeMessage;
   default:
     return nullptr;
   }

@@ -624,6 +624,10 @@ std::string cudaUnsupported(const ir::Op &op) {
   if (!cudaKernelFor(op.kind()))
     return "op '" + op.name().str() +
            "' is not supported on the CUDA backend yet";
+  if (op.kind() == ir::OpKind::Send || op.kind() == ir::OpKind::Recv)
+    return "op '" + op.name().str() +
+           "' (a pipeline's message) is not supported on the CUDA backend "
+           "yet: pipelines run on the CPU's simulated devices";
   for (const ir::Value *v : op.operands())
     if (v->type().rank() > kMaxRank)
       return "op '" + op.name().str() + "' on a tensor of rank " +

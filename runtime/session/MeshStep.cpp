@@ -21,7 +21,11 @@ std::vector<const backend::Executable *> MeshPart::perDevice() const {
 std::unique_ptr<backend::Executable>
 compileDeviceProgram(const ir::Module &program, DiagnosticEngine &diag) {
   auto copy = cloneModule(program, diag);
-  if (!copy || failed(runPipeline(*copy, kDeviceProgramPipeline, diag)))
+  if (!copy)
+    return nullptr;
+  // A stage program's messages are the pipeline runner's to post.
+  passes::lowerPipeMessages(*copy);
+  if (failed(runPipeline(*copy, kDeviceProgramPipeline, diag)))
     return nullptr;
   return backend::buildExecutable(std::move(copy), backend::cpu::scratchBytes);
 }

@@ -26,7 +26,6 @@ constexpr double kF64Tolerance = 1e-12;
 // f64, so 1e-5 of max(|value|, 1) leaves a wide margin.
 constexpr double kF32Tolerance = 1e-5;
 
-
 // Builds the op `kind` on operands of dtype `f`; returns false when the
 // test has no case for the kind (a new row in OpKinds.def).
 bool buildCase(OpKind kind, OpCase &c) {
@@ -167,7 +166,8 @@ bool buildCase(OpKind kind, OpCase &c) {
   case OpKind::CrossEntropyGradStats: {
     // Classes 2..4 of 5 (part 1 of [2, 3]): targets below 2 are elsewhere.
     Value *logits = c.x("logits", {2, 3, 3});
-    Value *m = c.op(OpKind::Max, {logits}, {{"axes", std::vector<int64_t>{-1}}});
+    Value *m =
+        c.op(OpKind::Max, {logits}, {{"axes", std::vector<int64_t>{-1}}});
     Value *s = c.op(OpKind::SumExp, {logits, m});
     result = c.op(kind, {c.x("dy", {}), logits, m, s, c.ids("t", {2, 3})},
                   {{"axis", std::string("tp")},
@@ -226,9 +226,12 @@ ir::TensorMap caseArguments(OpKind kind, const ir::Module &m, uint64_t seed) {
 }
 
 // Communication ops need several devices: they are checked against the
-// logical result in the mesh tests.
+// logical result in the mesh tests; a pipeline's messages become program
+// inputs and outputs before a backend compiles a program
+// (passes::lowerPipeMessages, PipelineSplitTest).
 static bool needsMesh(const ir::OpInfo &info) {
-  return info.kind == OpKind::LocalSplit || (info.traits & ir::kCollective);
+  return info.kind == OpKind::LocalSplit || info.kind == OpKind::Send ||
+         info.kind == OpKind::Recv || (info.traits & ir::kCollective);
 }
 
 TEST_CASE("CPU kernels: every op kind matches the interpreter in f64 and f32") {

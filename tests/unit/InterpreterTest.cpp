@@ -497,6 +497,16 @@ TEST_CASE("interp: every op kind is evaluated") {
       {OpKind::LocalSplit,
        unary(OpKind::LocalSplit,
              {{"axis", std::string("tp")}, {"dim", int64_t(1)}})},
+      {OpKind::Send, unary(OpKind::Send, {{"peer", int64_t(1)},
+                                          {"value", std::string("pipe.0")}})},
+      {OpKind::Recv,
+       [](InterpFixture &f) {
+         return f.op(OpKind::Recv, {},
+                     {{"peer", int64_t(0)},
+                      {"value", std::string("pipe.0")},
+                      {"dtype", std::string("f64")},
+                      {"shape", std::vector<int64_t>{2, 3}}});
+       }},
   };
   for (const OpInfo &info : allOpInfos()) {
     INFO("op " << info.name.str());
@@ -506,7 +516,12 @@ TEST_CASE("interp: every op kind is evaluated") {
     if (it == cases.end())
       continue;
     InterpFixture f;
-    f.eval(it->second(f));
+    // What recv gives comes from another stage's program: an error here.
+    if (info.kind == OpKind::Recv)
+      CHECK(f.evalError(it->second(f)).find("from pipeline stage 0") !=
+            std::string::npos);
+    else
+      f.eval(it->second(f));
   }
   CHECK(cases.size() == allOpInfos().size());
 }

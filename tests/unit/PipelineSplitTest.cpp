@@ -8,11 +8,15 @@
 #include "passes/PipelineSplit.h"
 
 #include "FrontendTestSupport.h"
+#include "ir/Printer.h"
+#include "ir/TextParser.h"
+#include "ir/Verifier.h"
 #include "runtime/session/MeshStep.h"
 
 #include <doctest/doctest.h>
 
 #include <set>
+#include <tuple>
 
 using namespace mgc;
 using namespace mgc::passes;
@@ -135,4 +139,65 @@ TEST_CASE("pipeline split: stages given by hand, and splits that are not") {
   CHECK(splitPipeline(micro, {1, 2}, false, quiet).failed());
   CHECK(splitPipeline(micro, {0, 2, 2}, false, quiet).failed());
   CHECK(splitPipeline(micro, {0, 1, 2, 3}, false, quiet).succeeded());
+}
+
+TEST_CASE("pipeline split: activations cross by send and recv ops, which "
+          "print, parse back and lower to the runtime's inputs and outputs") {
+  auto model = tinyGpt(4);
+  session::MeshStep step =
+      pipelined(*model, 3, ScheduleKind::OneFOneB, "0,1-2,3");
+  const PipelineSplit &split = step.pipeline->splits.at(0);
+  // The messages of stage s's program of phase p: (kind, peer, value).
+  using Message = std::tuple<std::string, int64_t, std::string>;
+  auto messages = [&](int64_t s, int p) {
+    std::vector<Message> out;
+    for (const auto &op : split.programs[s][p]->graph().ops())
+      if (op->kind() == ir::OpKind::Send || op->kind() == ir::OpKind::Recv)
+        out.emplace_back(op->name().str(), op->attrs().getInt("peer"),
+                         op->attrs().getString("value"));
+    return out;
+  };
+  for (int64_t s = 0; s < 3; ++s) {
+    INFO("stage " << s);
+    std::vector<Message> forward = messages(s, 0), backward = messages(s, 1);
+    // F receives the stream from the stage before and sends it on; B
+    // receives its gradient from the stage after and sends it back.
+    size_t fromBefore = s > 0, toAfter = s < 2;
+    CHECK(forward.size() == fromBefore + toAfter);
+    CHECK(backward.size() == fromBefore + toAfter);
+    for (const auto &[kind, peer, value] : forward)
+      CHECK(peer == (kind == "recv" ? s - 1 : s + 1));
+    for (const auto &[kind, peer, value] : backward)
+      CHECK(peer == (kind == "recv" ? s + 1 : s - 1));
+    if (s + 1 < 3) {
+      const PipeValue &on = split.values[split.forwardAcross[s][0]];
+      CHECK(llvm::is_contained(forward, Message{"send", s + 1, on.name}));
+    }
+    if (s > 0) {
+      const PipeValue &back = split.values[split.backwardAcross[s - 1][0]];
+      CHECK(llvm::is_contained(backward, Message{"send", s - 1, back.name}));
+    }
+    for (int p = 0; p < 2; ++p) {
+      const ir::Module &program = *split.programs[s][p];
+      // Printed and parsed back, the same program.
+      std::string text = ir::printModuleToString(program);
+      DiagnosticEngine diag;
+      auto parsed = ir::parseModuleText("stage.mgir", text, diag);
+      REQUIRE(parsed);
+      CHECK(ir::printModuleToString(*parsed) == text);
+      // Lowered, each recv is an input and each send an output of its
+      // value's name, and no message op is left.
+      lowerPipeMessages(*parsed);
+      CHECK(ir::verify(*parsed, diag).succeeded());
+      for (const auto &[kind, peer, value] : messages(s, p)) {
+        if (kind == "recv")
+          CHECK(parsed->graph().findArgument(value));
+        else
+          CHECK(outputNames(*parsed).count(value) == 1);
+      }
+      for (const auto &op : parsed->graph().ops())
+        CHECK(
+            (op->kind() != ir::OpKind::Send && op->kind() != ir::OpKind::Recv));
+    }
+  }
 }

@@ -440,8 +440,8 @@ bool checkSignature(Case &c, const MeshAxis &axis, const ShardingSignature &sig,
   std::vector<std::vector<HostTensor>> partials(op.numOperands());
   for (unsigned i = 0; i < op.numOperands(); ++i)
     if (sig.operands[i].isPartialMax())
-      partials[i] = partialMaxParts(c.args.at(op.operand(i)->name()),
-                                    axis.size, hashName(c.name) + 17 * i);
+      partials[i] = partialMaxParts(c.args.at(op.operand(i)->name()), axis.size,
+                                    hashName(c.name) + 17 * i);
     else if (sig.operands[i].isPartial())
       partials[i] = partialParts(c.args.at(op.operand(i)->name()), axis.size,
                                  hashName(c.name) + 17 * i);
@@ -565,9 +565,9 @@ TEST_CASE("sharding rules: every listed signature computes the logical op") {
   // Communication and the ops that only localizeOp makes (device versions)
   // have no rule to check.
   auto deviceOnly = [](OpKind k) {
-    return k == OpKind::LocalSplit || k == OpKind::EmbeddingPart ||
-           k == OpKind::EmbeddingGradPart || k == OpKind::Fused ||
-           k == OpKind::MatmulEpilogue;
+    return k == OpKind::LocalSplit || k == OpKind::Send || k == OpKind::Recv ||
+           k == OpKind::EmbeddingPart || k == OpKind::EmbeddingGradPart ||
+           k == OpKind::Fused || k == OpKind::MatmulEpilogue;
   };
   for (const OpInfo &info : allOpInfos())
     if (!info.has(kCollective) && !deviceOnly(info.kind)) {
@@ -576,7 +576,6 @@ TEST_CASE("sharding rules: every listed signature computes the logical op") {
     }
   CHECK(checked > 300);
 }
-
 
 TEST_CASE("sharding rules: localizeOp rewrites shapes, scales, keeps place") {
   OneOp bc(OpKind::Broadcast, {f32({6})}, {{"shape", Ints{5, 6}}});
@@ -643,9 +642,9 @@ TEST_CASE("sharding rules: vocabulary splits list their parts and run on "
   OneOp sumExp(OpKind::SumExp, {f32({4, 10}), f32({4})});
   CHECK(sumExp.sigs(kTwo) ==
         Strings{"(S0, S0) -> S0", "(S1, R) -> P", "(R, R) -> R"});
-  OneOp stats(OpKind::CrossEntropyGradStats,
-              {f32({}), f32({4, 10}), f32({4}), f32({4}),
-               TensorType(DType::I32, {4})});
+  OneOp stats(
+      OpKind::CrossEntropyGradStats,
+      {f32({}), f32({4, 10}), f32({4}), f32({4}), TensorType(DType::I32, {4})});
   CHECK(stats.sigs(kTwo) ==
         Strings{"(R, S0, S0, S0, S0) -> S0 scale operand 4 dim 0",
                 "(R, S1, R, R, R) -> S1", "(P, R, R, R, R) -> P",
@@ -697,8 +696,8 @@ TEST_CASE("sharding rules: localizeOp gives ops on a part of an indexed "
   Value *table = local.graph().addInput("table", f32({16, 4}));
   Value *ids = local.graph().addInput("ids", TensorType(DType::I32, {6}));
   passes::IndexPart part{"tp", {17, 16, 16, 16}, 2};
-  ValueOrError r = localizeOp(b, *emb.op, {table, ids}, f32({6, 4}), 1.0,
-                              &part);
+  ValueOrError r =
+      localizeOp(b, *emb.op, {table, ids}, f32({6, 4}), 1.0, &part);
   INFO(r.error);
   REQUIRE(r.ok());
   const Op &made = *r.value->definingOp();

@@ -126,8 +126,9 @@ static int emitPipeline(const session::MeshStep &step, const std::string &emit,
                               split.splitBackward)
          << " program (of every micro-batch"
          << (part.splits.size() > 1 ? " that runs the first split" : "")
-         << "): pipe.* inputs are what it receives or kept from an earlier "
-            "phase, pipe.* outputs what it sends or keeps.\n"
+         << "): its recv and send ops are its messages from and to the "
+            "neighbouring stages, its pipe.* inputs and outputs what it keeps "
+            "between its phases.\n"
          << ir::printModuleToString(*split.programs[s][p], print) << "\n";
   }
   // Each pipeline device's part of the apply part (of the stage mesh's
