@@ -390,6 +390,21 @@ void Lowerer::lowerTrain(const FileAST &file) {
   auto valueOf = [&](const Expr &e) -> std::optional<ir::AttrValue> {
     if (e.kind == ExprKind::Bool)
       return ir::AttrValue(e.boolValue);
+    if (e.kind == ExprKind::List) {
+      // A list of integers (pipeline_layers = [6, 6]).
+      std::vector<int64_t> list;
+      for (const ExprPtr &x : e.args) {
+        std::optional<Number> n = evalConst(*x);
+        if (!n)
+          return std::nullopt;
+        if (!n->isInt) {
+          error(x->loc, "expected a list of integers");
+          return std::nullopt;
+        }
+        list.push_back(n->i);
+      }
+      return ir::AttrValue(std::move(list));
+    }
     if (e.kind == ExprKind::Name && !consts_.count(e.name))
       return ir::AttrValue(e.name);
     std::optional<Number> n = evalConst(e);

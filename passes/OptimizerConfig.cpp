@@ -24,7 +24,7 @@ constexpr llvm::StringLiteral kKnownSettings[] = {
     "optimizer",      "lr",    "momentum",     "beta1",
     "beta2",          "eps",   "weight_decay", "schedule",
     "warmup_steps",   "steps", "min_lr",       "clip_grad_norm",
-    "keep_gradients", "seed",  "precision",
+    "keep_gradients", "seed",  "precision",    "pipeline_layers",
 };
 
 std::string attrName(llvm::StringRef key) { return (kPrefix + key).str(); }

@@ -57,6 +57,39 @@ FailureOr<std::vector<int64_t>> parseStages(llvm::StringRef text,
   return first;
 }
 
+// The model file's layers per (virtual) stage: train.pipeline_layers.
+constexpr const char *kFileLayersAttr = "train.pipeline_layers";
+
+// train.pipeline_layers = [6, 6] (the layers of each stage, in order) as
+// the first layer of each stage.
+FailureOr<std::vector<int64_t>> layersPerStage(const ir::AttrValue &value,
+                                               int64_t stages, int64_t layers,
+                                               DiagnosticEngine &diag) {
+  auto bad = [&](const std::string &why) {
+    diag.error(std::string("invalid setting ") + kFileLayersAttr + " = " +
+               ir::formatAttrValue(value) + ": " + why);
+    return failure();
+  };
+  const auto *counts = std::get_if<std::vector<int64_t>>(&value);
+  if (!counts)
+    return bad("expected a list of layer counts, one per stage, as [6, 6]");
+  if (static_cast<int64_t>(counts->size()) != stages)
+    return bad("expected one count per stage, " + std::to_string(stages) +
+               ", got " + std::to_string(counts->size()));
+  std::vector<int64_t> first;
+  int64_t next = 0;
+  for (int64_t n : *counts) {
+    if (n < 1)
+      return bad("each stage needs at least one layer");
+    first.push_back(next);
+    next += n;
+  }
+  if (next != layers)
+    return bad("the counts add up to " + std::to_string(next) +
+               " layers, the model has " + std::to_string(layers));
+  return first;
+}
+
 // The pipeline devices as the stage balancer sees them: from `cluster`
 // (its devices in mesh order; a pipeline device is as fast, and has as
 // much memory, as the slowest of its stage mesh's devices), or identical
@@ -238,7 +271,16 @@ LogicalResult buildPipelinePart(MeshStep &step, const ir::Module &model,
       return failure();
     }
   }
-  if (pc.stages.empty()) {
+  // The model file's train.pipeline_layers, unless a flag decides.
+  const ir::AttrValue *fileLayers = pc.stages.empty() && !cluster
+                                        ? model.attrs().find(kFileLayersAttr)
+                                        : nullptr;
+  if (fileLayers) {
+    auto first = layersPerStage(*fileLayers, stages, layers, diag);
+    if (first.failed())
+      return failure();
+    part->first = std::move(*first);
+  } else if (pc.stages.empty()) {
     int64_t perStage = config.mesh.numDevices() / pp->size;
     auto devices = pipelineDevices(cluster ? &*cluster : nullptr, config.mesh,
                                    stages, pc.cluster, diag);
