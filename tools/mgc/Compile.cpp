@@ -27,7 +27,10 @@ const CommandSpec &compileSpec() {
               "                            [--precision fp32|bf16]\n"
               "       mgc compile MODEL.mg --mesh AXES [--zero N] "
               "[--accumulate K] [--emit=plan|plan-json|dot|ir|device-ir]\n"
-              "                            [--device K]";
+              "                            [--device K] [--microbatches M] "
+              "[--pipeline-schedule NAME] [--virtual-stages V]\n"
+              "                            [--stages RANGES] "
+              "[--cluster FILE.json] [--dp-weights W,...]";
     s.summary = "Compile a model file and print what mgc makes of it.";
     s.positionalName = "a model file (MODEL.mg, or - for stdin)";
     s.minPositionals = s.maxPositionals = 1;
