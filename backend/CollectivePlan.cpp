@@ -271,7 +271,9 @@ std::optional<IndexPart> planIndexPart(const ir::Op &op,
   int64_t parts = static_cast<int64_t>(sizes.size());
   int64_t part = attrs.getInt("part");
   std::string what = op.name().str() + " on axis '" + axis + "'";
-  if (comm) {
+  // Without an axis the part is the program's own (a micro-batch's rows,
+  // passes::fixDataAxisSplits): no device's coordinate names it.
+  if (comm && !axis.empty()) {
     const ir::MeshAxis *a = comm->mesh().findAxis(axis);
     if (!a || a->size != parts) {
       error = what + " has " + std::to_string(parts) + " parts, but the mesh " +

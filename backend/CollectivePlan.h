@@ -72,7 +72,8 @@ struct IndexPart {
   bool holds(int64_t id) const { return id >= begin && id < begin + size; }
 };
 // `dimension`: the size of the op's own dimension (the part's, or the whole
-// one without `sizes`). nullopt with `error` set when the device cannot
+// one without `sizes`). An op whose `axis` is empty holds part `part`
+// whatever the device. nullopt with `error` set when the device cannot
 // tell which part it holds.
 std::optional<IndexPart> planIndexPart(const ir::Op &op,
                                        const Communicator *comm,

@@ -187,7 +187,11 @@ LogicalResult evalSigmoid(EvalContext &ctx) {
   return mapUnary(ctx, [](double x) { return 1.0 / (1.0 + std::exp(-x)); });
 }
 
-LogicalResult evalDropout(EvalContext &ctx) {
+namespace {
+
+// Dropout with element i's mask drawn at index `first` + i of the whole
+// tensor.
+LogicalResult dropoutFrom(EvalContext &ctx, uint64_t first) {
   double p = ctx.op.attrs().getFloat("p");
   uint64_t seed = static_cast<uint64_t>(ctx.op.attrs().getInt("seed"));
   const std::vector<double> &x = ctx.in(0).data;
@@ -199,8 +203,29 @@ LogicalResult evalDropout(EvalContext &ctx) {
   const uint64_t stream = hashName("dropout");
   const double scale = 1.0 / (1.0 - p);
   for (size_t i = 0; i < y.size(); ++i)
-    y[i] = uniform01(seed, stream, i) < p ? 0.0 : x[i] * scale;
+    y[i] = uniform01(seed, stream, first + i) < p ? 0.0 : x[i] * scale;
   return success();
+}
+
+} // namespace
+
+LogicalResult evalDropout(EvalContext &ctx) { return dropoutFrom(ctx, 0); }
+
+// Rows `part` of the whole tensor's first dimension: its mask there.
+LogicalResult evalDropoutPart(EvalContext &ctx) {
+  const std::vector<int64_t> &sizes = ctx.op.attrs().getInts("sizes");
+  int64_t part = ctx.op.attrs().getInt("part");
+  if (part < 0 || part >= static_cast<int64_t>(sizes.size()))
+    return ctx.error("dropout_part of a device program takes the device's "
+                     "part from the runtime; the interpreter needs attribute "
+                     "`part`");
+  const TensorType &t = ctx.in(0).type;
+  int64_t rows = t.rank() ? t.shape[0] : 1;
+  int64_t perRow = rows > 0 ? t.size() / rows : 0;
+  int64_t begin = 0;
+  for (int64_t i = 0; i < part; ++i)
+    begin += sizes[static_cast<size_t>(i)];
+  return dropoutFrom(ctx, static_cast<uint64_t>(begin * perRow));
 }
 
 } // namespace interp

@@ -61,7 +61,9 @@ public:
   const llvm::DenseSet<const ir::Op *> &applyOps() const { return apply_; }
   // The accumulated values: the operands of the reductions, each once.
   const std::vector<const Value *> &sums() const { return sums_; }
-  bool isReduction(const ir::Op *op) const { return reductionSet_.contains(op); }
+  bool isReduction(const ir::Op *op) const {
+    return reductionSet_.contains(op);
+  }
 
 private:
   // Values that differ between micro-batches: the inputs split on dp (the
@@ -102,13 +104,13 @@ private:
       if (!ofBatch)
         continue;
       if (!isCandidateReduction(*op)) {
-        diag_.error(op->loc(),
-                    "accumulation: " + op->name().str() + " on axis dp of " +
-                        describe(op->operand(0)) + " " +
-                        op->operand(0)->sharding().str() +
-                        " mixes the examples of the batch; gradient "
-                        "accumulation needs every micro-batch to be "
-                        "computed on its own");
+        diag_.error(op->loc(), "accumulation: " + op->name().str() +
+                                   " on axis dp of " +
+                                   describe(op->operand(0)) + " " +
+                                   op->operand(0)->sharding().str() +
+                                   " mixes the examples of the batch; gradient "
+                                   "accumulation needs every micro-batch to be "
+                                   "computed on its own");
         return failure();
       }
       reductions_.push_back(op.get());
@@ -134,13 +136,12 @@ private:
       if (!op || into.contains(op))
         continue;
       if (micro && reductionSet_.contains(op)) {
-        diag_.error(op->loc(),
-                    "accumulation: the micro-batch needs " +
-                        op->name().str() + " on axis dp of " +
-                        describe(op->operand(0)) +
-                        ", a sum over the whole batch; gradient "
-                        "accumulation needs every micro-batch to be "
-                        "computed on its own");
+        diag_.error(op->loc(), "accumulation: the micro-batch needs " +
+                                   op->name().str() + " on axis dp of " +
+                                   describe(op->operand(0)) +
+                                   ", a sum over the whole batch; gradient "
+                                   "accumulation needs every micro-batch to be "
+                                   "computed on its own");
         return failure();
       }
       if (!micro && !reductionSet_.contains(op) && batch_.contains(v)) {
@@ -233,8 +234,8 @@ FailureOr<AccumulationSplit> splitAccumulation(const ir::Module &sharded,
       out.apply->graph().addOutput(o.name, apply.lookup(o.value), o.isLoss,
                                    o.loc);
   for (const ir::Update &u : g.updates())
-    out.apply->graph().addUpdate(apply.lookup(u.target),
-                                 apply.lookup(u.value), u.loc);
+    out.apply->graph().addUpdate(apply.lookup(u.target), apply.lookup(u.value),
+                                 u.loc);
 
   for (ir::Module *m : {out.micro.get(), out.apply.get()})
     if (failed(ir::verify(*m, diag))) {
@@ -254,6 +255,16 @@ void fixDataAxisSplits(ir::Module &program, const ir::Mesh &microMesh,
   ir::Graph &g = program.graph();
   for (auto it = g.ops().begin(); it != g.ops().end();) {
     ir::Op &op = **it;
+    // A dropout of the micro-batch's rows draws the mask of those rows:
+    // part `coord` of the micro-batch mesh, which no device's coordinate
+    // on the real mesh names (so it is tied to no axis).
+    if (op.kind() == ir::OpKind::DropoutPart &&
+        op.attrs().getString("axis") == kDataAxis) {
+      op.attrs().set("axis", std::string());
+      op.attrs().set("part", coord);
+      ++it;
+      continue;
+    }
     if (op.kind() != ir::OpKind::LocalSplit || !onDataAxis(op)) {
       ++it;
       continue;
@@ -262,12 +273,11 @@ void fixDataAxisSplits(ir::Module &program, const ir::Mesh &microMesh,
     int64_t start = 0;
     for (int64_t c = 0; c < coord; ++c)
       start += sizes[c];
-    ir::Op *slice = g.createOpBefore(
-        it, ir::OpKind::Slice, {op.operand(0)},
-        {{"axis", op.attrs().getInt("dim")},
-         {"start", start},
-         {"end", start + sizes[coord]}},
-        op.type(), op.loc(), op.scope());
+    ir::Op *slice = g.createOpBefore(it, ir::OpKind::Slice, {op.operand(0)},
+                                     {{"axis", op.attrs().getInt("dim")},
+                                      {"start", start},
+                                      {"end", start + sizes[coord]}},
+                                     op.type(), op.loc(), op.scope());
     slice->result()->setSharding(op.result()->sharding());
     g.replaceAllUsesWith(op.result(), slice->result());
     it = g.erase(it);

@@ -65,8 +65,9 @@ FailureOr<AccumulationSplit> splitAccumulation(const ir::Module &sharded,
 
 // In a device program of the micro part, turns every local_split on the dp
 // axis into a slice of the part of micro-batch device `microDevice` of
-// `microMesh`: a micro-batch program runs on the real mesh, where the dp
-// coordinate no longer names the micro-batch.
+// `microMesh`, and gives every dropout_part on dp that part's rows: a
+// micro-batch program runs on the real mesh, where the dp coordinate no
+// longer names the micro-batch.
 void fixDataAxisSplits(ir::Module &program, const ir::Mesh &microMesh,
                        int64_t microDevice);
 

@@ -61,6 +61,17 @@ bool castKeepsSums(ir::DType from, ir::DType to) {
 
 } // namespace
 
+// dropout: the mask of an element depends on its index in the whole
+// tensor, which a device knows when the tensor is split by its first
+// dimension over dp (the batch): it becomes dropout_part with the part's
+// rows (localizeOp). Other splits would need every dimension's offset.
+void ruleDropout(const ir::Op &op, const ir::MeshAxis &axis, Signatures &out) {
+  const ir::TensorType &t = op.type();
+  if (axis.name == ir::kDataAxis && t.rank() >= 1 &&
+      splittable(t.shape[0], axis))
+    out.push_back(uniformSig(op, S(0), S(0)));
+}
+
 // Operands of identical shape, result[i] from operand[i]: any dimension
 // splits. Partial sums pass only through the ops linear in them.
 void ruleElementwise(const ir::Op &op, const ir::MeshAxis &axis,
@@ -317,9 +328,7 @@ constexpr RuleRow kRules[] = {
     {ir::OpKind::Relu, ruleElementwise},
     {ir::OpKind::Gelu, ruleElementwise},
     {ir::OpKind::Sigmoid, ruleElementwise},
-    // The mask of an element depends on its logical index: a device cannot
-    // draw the mask of its part alone.
-    {ir::OpKind::Dropout, ruleNone},
+    {ir::OpKind::Dropout, ruleDropout},
     {ir::OpKind::Softmax, ruleAxisOp},
     {ir::OpKind::LogSoftmax, ruleAxisOp},
     {ir::OpKind::Layernorm, ruleLayernorm},
@@ -372,6 +381,7 @@ constexpr RuleRow kRules[] = {
     // The pipeline pass cuts device programs, after placement.
     {ir::OpKind::Send, ruleNone},
     {ir::OpKind::Recv, ruleNone},
+    {ir::OpKind::DropoutPart, ruleNone},
 };
 
 constexpr int timesListed(ir::OpKind kind) {
@@ -467,6 +477,9 @@ ir::ValueOrError localizeOp(ir::Builder &b, const ir::Op &op,
     case ir::OpKind::EmbeddingGrad:
       kind = ir::OpKind::EmbeddingGradPart;
       attrs = ir::Attrs();
+      break;
+    case ir::OpKind::Dropout:
+      kind = ir::OpKind::DropoutPart;
       break;
     case ir::OpKind::ClassLogit:
     case ir::OpKind::CrossEntropyGradStats:

@@ -82,6 +82,12 @@ std::optional<int64_t> indexedSplit(const ir::Op &op,
     if (op.type().rank() == 2 && sig.result.isSplit() && sig.result.dim == 0)
       return op.type().shape[0];
     break;
+  case ir::OpKind::Dropout:
+    // Its mask indexes the whole tensor (ShardingRules.cpp, ruleDropout).
+    if (sig.operands.size() == 1 && sig.operands[0].isSplit() &&
+        sig.operands[0].dim == 0)
+      return op.operand(0)->type().shape[0];
+    break;
   case ir::OpKind::ClassLogit:
     if (sig.operands.size() == 2 &&
         splitsLast(op.operand(0)->type(), sig.operands[0]))

@@ -1,6 +1,7 @@
 // Constants, casts, elementwise arithmetic, dropout and the elementwise
 // backward ops. Every kernel here maps element i of its operands to element
 // i of its result: x[s] (, y[s]) -> out[s], in chunks of kElementGrain.
+#include "backend/CollectivePlan.h"
 #include "backend/cpu/Elem.h"
 #include "backend/cpu/Kernels.h"
 
@@ -187,7 +188,11 @@ LogicalResult kernelSigmoid(const KernelArgs &args) {
 // x[s] -> out[s]: element i is dropped when uniform01(seed, "dropout", i) < p
 // (the same counter-based mask as the interpreter), the rest scaled by
 // 1 / (1 - p).
-LogicalResult kernelDropout(const KernelArgs &args) {
+namespace {
+
+// Dropout with element i's mask drawn at index `first` + i of the whole
+// tensor.
+LogicalResult dropoutFrom(const KernelArgs &args, uint64_t first) {
   double p = args.op.attrs().getFloat("p");
   uint64_t seed = static_cast<uint64_t>(args.op.attrs().getInt("seed"));
   const uint64_t stream = hashName("dropout");
@@ -203,13 +208,34 @@ LogicalResult kernelDropout(const KernelArgs &args) {
             if (p == 0)
               y[i] = x[i];
             else
-              y[i] = uniform01(seed, stream, static_cast<uint64_t>(i)) < p
-                         ? E::store(C(0))
-                         : E::store(static_cast<C>(E::load(x[i]) * scale));
+              y[i] =
+                  uniform01(seed, stream, first + static_cast<uint64_t>(i)) < p
+                      ? E::store(C(0))
+                      : E::store(static_cast<C>(E::load(x[i]) * scale));
           }
         });
     return success();
   });
+}
+
+} // namespace
+
+LogicalResult kernelDropout(const KernelArgs &args) {
+  return dropoutFrom(args, 0);
+}
+
+// x[rows, ...] (rows `part` of the whole tensor's first dimension) ->
+// out: the whole tensor's mask at this part's elements.
+LogicalResult kernelDropoutPart(const KernelArgs &args) {
+  const TensorRef &x = args.in[0];
+  int64_t rows = x.shape().empty() ? 1 : x.shape()[0];
+  std::string error;
+  std::optional<IndexPart> part =
+      planIndexPart(args.op, args.comm, rows, error);
+  if (!part)
+    return args.fail(error);
+  int64_t perRow = rows > 0 ? x.size() / rows : 0;
+  return dropoutFrom(args, static_cast<uint64_t>(part->begin * perRow));
 }
 
 // dy[s], x[s] -> dx[s]: dy where x > 0.

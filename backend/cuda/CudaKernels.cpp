@@ -178,6 +178,24 @@ LogicalResult kDropout(const CudaKernelArgs &args) {
                                p, seed, hashName("dropout")));
 }
 
+// x[rows, ...] (rows `part` of the whole tensor's first dimension) -> out
+// with the whole tensor's mask at this part's elements.
+LogicalResult kDropoutPart(const CudaKernelArgs &args) {
+  double p = args.op.attrs().getFloat("p");
+  uint64_t seed = static_cast<uint64_t>(args.op.attrs().getInt("seed"));
+  int64_t rows = args.in[0].shape().empty() ? 1 : args.in[0].shape()[0];
+  std::string error;
+  std::optional<IndexPart> part =
+      planIndexPart(args.op, args.comm, rows, error);
+  if (!part)
+    return fail(args, error);
+  int64_t perRow = rows > 0 ? args.in[0].size() / rows : 0;
+  return CHECKED(launchDropout(args.launch, toDt(args.out.dtype()),
+                               args.in[0].data, args.out.data, args.out.size(),
+                               p, seed, hashName("dropout"),
+                               static_cast<uint64_t>(part->begin * perRow)));
+}
+
 LogicalResult kSoftmax(const CudaKernelArgs &args) {
   return CHECKED(launchSoftmax(args.launch, toDt(args.out.dtype()),
                                args.in[0].data, args.out.data, axisLines(args),
@@ -545,6 +563,8 @@ CudaKernelFn cudaKernelFor(ir::OpKind kind) {
     return kSigmoid;
   case OpKind::Dropout:
     return kDropout;
+  case OpKind::DropoutPart:
+    return kDropoutPart;
   case OpKind::Softmax:
     return kSoftmax;
   case OpKind::LogSoftmax:

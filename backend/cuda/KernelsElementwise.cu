@@ -186,11 +186,12 @@ __device__ inline uint64_t splitmix64(uint64_t x) {
 // (splitmix64(seed ^ splitmix64(stream))) computed once on the host.
 template <typename S>
 __global__ void dropoutKernel(const S *x, S *y, int64_t n, double p,
-                              double scale, uint64_t key) {
+                              double scale, uint64_t key, uint64_t first) {
   using E = Elem<S>;
   using C = ComputeOf<S>;
   MGC_GRID_STRIDE(i, n) {
-    double u = (splitmix64(key + static_cast<uint64_t>(i)) >> 11) * 0x1.0p-53;
+    double u =
+        (splitmix64(key + first + static_cast<uint64_t>(i)) >> 11) * 0x1.0p-53;
     if (p == 0)
       y[i] = x[i];
     else
@@ -464,14 +465,15 @@ cudaError_t launchBinary(const Launch &l, Binary op, Dt dt, const void *a,
 
 cudaError_t launchDropout(const Launch &l, Dt dt, const void *x, void *y,
                           int64_t n, double p, uint64_t seed,
-                          uint64_t randomStream) {
+                          uint64_t randomStream, uint64_t first) {
   if (n <= 0)
     return cudaSuccess;
   uint64_t key = hostSplitmix64(seed ^ hostSplitmix64(randomStream));
   double scale = 1.0 / (1.0 - p);
   return visitFloat(dt, [&]<typename S>() {
     dropoutKernel<S><<<gridFor(n), kThreads, 0, l.stream>>>(
-        static_cast<const S *>(x), static_cast<S *>(y), n, p, scale, key);
+        static_cast<const S *>(x), static_cast<S *>(y), n, p, scale, key,
+        first);
     return lastError();
   });
 }

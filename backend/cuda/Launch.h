@@ -78,10 +78,12 @@ cudaError_t launchUnary(const Launch &launch, Unary op, Dt dt, const void *x,
                         void *y, int64_t n);
 cudaError_t launchBinary(const Launch &launch, Binary op, Dt dt, const void *a,
                          const void *b, void *y, int64_t n);
-// Element i dropped when uniform01(seed, stream, i) < p (support/Random.h).
+// Element i dropped when uniform01(seed, stream, first + i) < p
+// (support/Random.h): `first` is the index of element 0 in the whole tensor
+// (a device's part of it, dropout_part).
 cudaError_t launchDropout(const Launch &launch, Dt dt, const void *x, void *y,
                           int64_t n, double p, uint64_t seed,
-                          uint64_t randomStream);
+                          uint64_t randomStream, uint64_t first = 0);
 
 // --- Shape ops and reductions (KernelsShape.cu).
 constexpr int kMaxRank = 8;

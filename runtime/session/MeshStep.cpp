@@ -92,9 +92,12 @@ fixMicroPrograms(const passes::DevicePrograms &raw, DiagnosticEngine &diag) {
   int dpAxis = raw.mesh.axisIndex(ir::kDataAxis);
   for (int64_t v = 0; v < raw.mesh.numDevices(); ++v) {
     size_t p = raw.programOf[v];
+    // A program that takes its micro-batch's rows (a local split or a
+    // dropout of them on dp) is its micro-batch device's own.
     bool splits = false;
     for (const auto &op : raw.programs[p]->graph().ops())
-      splits |= op->kind() == ir::OpKind::LocalSplit &&
+      splits |= (op->kind() == ir::OpKind::LocalSplit ||
+                 op->kind() == ir::OpKind::DropoutPart) &&
                 op->attrs().getString("axis") == ir::kDataAxis;
     int64_t key = splits ? raw.mesh.coords(v)[dpAxis] : -1;
     auto [it, inserted] = byKey.try_emplace({p, key}, out.programs.size());

@@ -175,6 +175,14 @@ bool buildCase(OpKind kind, OpCase &c) {
                    {"part", int64_t(1)}});
     break;
   }
+  case OpKind::DropoutPart: // rows 3..4 of 5
+    result = c.op(kind, {c.x("x", {2, 40})},
+                  {{"p", 0.3},
+                   {"seed", int64_t(7)},
+                   {"axis", std::string("dp")},
+                   {"sizes", std::vector<int64_t>{3, 2}},
+                   {"part", int64_t(1)}});
+    break;
   case OpKind::EmbeddingPart:
     result = c.op(kind, {c.x("table", {3, 4}), c.ids("ids", {2, 7})},
                   {{"axis", std::string("tp")},

@@ -104,6 +104,51 @@ TEST_CASE("interp: unary elementwise ops") {
   checkClose(f.eval(f.op(OpKind::Sigmoid, {s})).data, {0.5, 0.75, 0.25});
 }
 
+// A device's part of a tensor split by rows draws the whole tensor's mask
+// at its rows: the parts together are the whole tensor's dropout.
+TEST_CASE("interp: dropout_part of each part of the rows is the whole "
+          "dropout's") {
+  std::vector<double> data(5 * 6);
+  for (size_t i = 0; i < data.size(); ++i)
+    data[i] = static_cast<double>(i) + 1;
+  InterpFixture whole;
+  Value *x = whole.input("x", f64({5, 6}), data);
+  std::vector<double> expected =
+      whole
+          .eval(whole.op(OpKind::Dropout, {x},
+                         {{"p", 0.4}, {"seed", int64_t(3)}}))
+          .data;
+  std::vector<int64_t> sizes{2, 0, 3};
+  std::vector<double> joined;
+  int64_t row = 0;
+  for (int64_t part = 0; part < 3; ++part) {
+    InterpFixture f;
+    int64_t rows = sizes[static_cast<size_t>(part)];
+    std::vector<double> mine(data.begin() + row * 6,
+                             data.begin() + (row + rows) * 6);
+    Value *p = f.input("x", f64({rows, 6}), mine);
+    HostTensor y = f.eval(f.op(OpKind::DropoutPart, {p},
+                               {{"p", 0.4},
+                                {"seed", int64_t(3)},
+                                {"axis", std::string("dp")},
+                                {"sizes", sizes},
+                                {"part", part}}));
+    joined.insert(joined.end(), y.data.begin(), y.data.end());
+    row += rows;
+  }
+  checkExact(joined, expected);
+  // Without its part the interpreter cannot tell which rows it has.
+  InterpFixture f;
+  Value *p = f.input("x", f64({2, 6}), std::vector<double>(12, 1.0));
+  CHECK(f.evalError(f.op(OpKind::DropoutPart, {p},
+                         {{"p", 0.4},
+                          {"seed", int64_t(3)},
+                          {"axis", std::string("dp")},
+                          {"sizes", sizes},
+                          {"part", int64_t(-1)}}))
+            .find("needs attribute `part`") != std::string::npos);
+}
+
 TEST_CASE("interp: dropout follows the counter-based rule") {
   InterpFixture f;
   std::vector<double> data(64);
@@ -325,6 +370,12 @@ TEST_CASE("interp: every op kind is evaluated") {
       {OpKind::Gelu, unary(OpKind::Gelu)},
       {OpKind::Sigmoid, unary(OpKind::Sigmoid)},
       {OpKind::Dropout, unary(OpKind::Dropout, {{"p", 0.5}, {"seed", int64_t(1)}})},
+      {OpKind::DropoutPart,
+       unary(OpKind::DropoutPart, {{"p", 0.5},
+                                   {"seed", int64_t(1)},
+                                   {"axis", std::string("dp")},
+                                   {"sizes", std::vector<int64_t>{1, 2}},
+                                   {"part", int64_t(1)}})},
       {OpKind::Softmax, unary(OpKind::Softmax)},
       {OpKind::LogSoftmax, unary(OpKind::LogSoftmax)},
       {OpKind::Layernorm,

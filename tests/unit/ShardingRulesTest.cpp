@@ -565,7 +565,8 @@ TEST_CASE("sharding rules: every listed signature computes the logical op") {
   // Communication and the ops that only localizeOp makes (device versions)
   // have no rule to check.
   auto deviceOnly = [](OpKind k) {
-    return k == OpKind::LocalSplit || k == OpKind::Send || k == OpKind::Recv ||
+    return k == OpKind::LocalSplit || k == OpKind::Send ||
+           k == OpKind::DropoutPart || k == OpKind::Recv ||
            k == OpKind::EmbeddingPart || k == OpKind::EmbeddingGradPart ||
            k == OpKind::Fused || k == OpKind::MatmulEpilogue;
   };
