@@ -146,7 +146,7 @@ LogicalResult MeshRunner::createPipeline(DiagnosticEngine &diag) {
   for (int64_t g : local_)
     times_.push_back({g, 0, 0});
   // The first pipeline device holding a tensor gives its parts.
-  const passes::ApplySplit &cut = part.applySplits.front();
+  const passes::ApplySplit &cut = part.applySplit;
   for (int64_t owner = 0; owner < cut.devices; ++owner)
     for (const auto *program :
          {cut.gather[owner].get(), cut.update[owner].get()})
@@ -165,13 +165,13 @@ std::vector<const ir::Graph *> MeshRunner::heldGraphs(size_t k) const {
   const MeshStep &s = step_;
   if (!pipeline_)
     return {&s.step.programs.programFor(local_[k]).graph()};
-  int64_t owner = local_[k] / perStage_;
-  const passes::ApplySplit &cut =
-      s.pipeline->applySplits[s.step.programs.programOf[placedOn(k)]];
+  size_t owner = static_cast<size_t>(local_[k] / perStage_);
+  const MeshPart &gather = s.pipeline->applyGather[owner];
+  const MeshPart &update = s.pipeline->applyUpdate[owner];
   std::vector<const ir::Graph *> out;
-  if (cut.gather[owner])
-    out.push_back(&cut.gather[owner]->graph());
-  out.push_back(&cut.update[owner]->graph());
+  if (gather.logical)
+    out.push_back(&gather.programs.programFor(placedOn(k)).graph());
+  out.push_back(&update.programs.programFor(placedOn(k)).graph());
   return out;
 }
 

@@ -100,16 +100,14 @@ struct PipelinePart {
   // times of its stages): the predicted bubble.
   std::vector<passes::WorkCosts> costs;
   passes::PipeTiming predicted;
-  // The apply part cut by pipeline device (passes/ApplySplit.h), so that
-  // each holds and updates its own stages' parameters: one cut per distinct
-  // apply program (MeshStep::step: device d of the stage mesh uses cut
-  // applyOf[d], its step.programs.programOf[d]), and its programs compiled:
-  // applyExecutables[k][device] = {gather (null when it has none), update}.
-  std::vector<passes::ApplySplit> applySplits;
-  std::vector<size_t> applyOf;
-  std::vector<std::vector<std::pair<std::unique_ptr<backend::Executable>,
-                                    std::unique_ptr<backend::Executable>>>>
-      applyExecutables;
+  // The apply part (MeshStep::step's logical module) cut by pipeline
+  // device (passes/ApplySplit.h), so that each holds and updates its own
+  // stages' parameters; and per pipeline device its gather and update
+  // programs with their gradients' dp all-reduces in buckets (the bucket
+  // pass), partitioned on the stage mesh and compiled (no gather programs
+  // when the cut has none).
+  passes::ApplySplit applySplit;
+  std::vector<MeshPart> applyGather, applyUpdate;
 };
 
 struct MeshStep {
@@ -131,7 +129,7 @@ struct MeshStep {
   // With a pp axis: the micro-batch part as a pipeline (instead of running
   // `micro`'s programs whole). `mesh` is then the mesh without pp; the
   // apply part runs on each pipeline device's copy of it, over that
-  // device's parameters (PipelinePart::applySplits).
+  // device's parameters (PipelinePart::applySplit).
   std::shared_ptr<const PipelinePart> pipeline;
 
   const ir::Module &logicalOf(const MeshPart &part) const {

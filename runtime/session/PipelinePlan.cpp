@@ -86,23 +86,29 @@ struct DeviceOptimizer {
   uint64_t parameterBytes = 0, stateBytes = 0;
   size_t shared = 0;
   uint64_t sharedBytes = 0;
+  // Its programs' collectives (the gradients' dp all-reduces, in buckets).
+  size_t collectives = 0;
 };
 
 std::vector<DeviceOptimizer> deviceOptimizers(const PipelinePart &part) {
-  const passes::ApplySplit &cut = part.applySplits.front();
+  const passes::ApplySplit &cut = part.applySplit;
   std::vector<DeviceOptimizer> out(static_cast<size_t>(cut.devices));
   for (int64_t d = 0; d < cut.devices; ++d) {
     DeviceOptimizer &o = out[static_cast<size_t>(d)];
     std::set<std::string> seen;
-    for (const auto *program : {cut.gather[d].get(), cut.update[d].get()})
-      if (program)
-        for (const auto &arg : program->graph().arguments()) {
-          if (!arg->isPersistent() || !seen.insert(arg->name()).second)
-            continue;
-          bool param = arg->kind() == ir::ValueKind::Param;
-          o.parameters += param;
-          (param ? o.parameterBytes : o.stateBytes) += bytesOf(arg->type());
-        }
+    for (const MeshPart *p : {&part.applyGather[d], &part.applyUpdate[d]}) {
+      if (!p->logical)
+        continue;
+      for (const auto &op : p->programs.programFor(0).graph().ops())
+        o.collectives += op->info().has(ir::kCollective);
+      for (const auto &arg : p->programs.programFor(0).graph().arguments()) {
+        if (!arg->isPersistent() || !seen.insert(arg->name()).second)
+          continue;
+        bool param = arg->kind() == ir::ValueKind::Param;
+        o.parameters += param;
+        (param ? o.parameterBytes : o.stateBytes) += bytesOf(arg->type());
+      }
+    }
   }
   for (const passes::ApplyValue &v : cut.values)
     if (v.shared) {
@@ -187,8 +193,9 @@ void printPipelinePlan(const PipelinePart &part, llvm::raw_ostream &os) {
     const DeviceOptimizer &o = optimizers[d];
     os << "  device " << d << ": " << o.parameters << " parameters ("
        << backend::formatBytes(o.parameterBytes) << "), optimizer state "
-       << backend::formatBytes(o.stateBytes) << "; gives " << o.shared
-       << " values (" << backend::formatBytes(o.sharedBytes) << ")\n";
+       << backend::formatBytes(o.stateBytes) << ", " << o.collectives
+       << " collectives; gives " << o.shared << " values ("
+       << backend::formatBytes(o.sharedBytes) << ")\n";
   }
 
   os << "\nSchedule (proved free of deadlock):\n"
@@ -261,6 +268,7 @@ void printPipelinePlanJson(const PipelinePart &part, llvm::raw_ostream &os) {
                {"parameters", static_cast<int64_t>(o.parameters)},
                {"parameter_bytes", static_cast<int64_t>(o.parameterBytes)},
                {"state_bytes", static_cast<int64_t>(o.stateBytes)},
+               {"collectives", static_cast<int64_t>(o.collectives)},
                {"shared_values", static_cast<int64_t>(o.shared)},
                {"shared_bytes", static_cast<int64_t>(o.sharedBytes)}});
   }

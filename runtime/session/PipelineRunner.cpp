@@ -162,16 +162,17 @@ std::unique_ptr<PipelineRunner> PipelineRunner::create(
   // Each local device's part of the apply part, on the same endpoint.
   for (int64_t device : r->local_) {
     int64_t owner = device / perStage, rr = device % perStage;
-    const auto &exes = p.applyExecutables[p.applyOf[rr]][owner];
+    const MeshPart &gather = p.applyGather[owner];
+    const MeshPart &update = p.applyUpdate[owner];
     backend::cpu::CpuOptions options;
     options.threads = std::max(1u, threads);
     options.comm = &r->comms_->endpoint(device);
     ApplyExecutors &mine = r->applyExecutors_[device];
-    if (exes.first && !(mine.gather = backend::cpu::CpuExecutor::create(
-                            *exes.first, options, diag)))
+    if (gather.logical && !(mine.gather = backend::cpu::CpuExecutor::create(
+                                *gather.perDevice()[rr], options, diag)))
       return nullptr;
-    if (!(mine.update =
-              backend::cpu::CpuExecutor::create(*exes.second, options, diag)))
+    if (!(mine.update = backend::cpu::CpuExecutor::create(
+              *update.perDevice()[rr], options, diag)))
       return nullptr;
   }
   r->applyBytes_.assign(static_cast<size_t>(whole.numDevices()), 0);
@@ -447,7 +448,7 @@ void PipelineRunner::runApplyDevice(int64_t device, const TensorRefs &arguments,
   const PipelinePart &part = *part_;
   int64_t perStage = part.stageMesh.numDevices();
   int64_t owner = device / perStage, r = device % perStage;
-  const passes::ApplySplit &cut = part.applySplits[part.applyOf[r]];
+  const passes::ApplySplit &cut = part.applySplit;
   ApplyExecutors &exes = applyExecutors_.at(device);
   std::string self = "pipeline device " + std::to_string(owner) +
                      (perStage > 1 ? "." + std::to_string(r) : std::string()) +

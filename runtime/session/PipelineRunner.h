@@ -59,7 +59,7 @@ public:
       llvm::StringRef context = "");
 
   // Runs each local device's part of the optimizer step
-  // (PipelinePart::applySplits): its gather program, the exchange of the
+  // (PipelinePart::applySplit): its gather program, the exchange of the
   // shared values with the devices at the same place of the other pipeline
   // devices' stage meshes (every message posted at once), its update
   // program. arguments[g]: device g's of the whole mesh (its parameters and

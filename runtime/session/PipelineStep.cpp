@@ -3,10 +3,13 @@
 // the schedule made, lowered and proved free of deadlock, the programs
 // compiled.
 #include "runtime/session/MeshStep.h"
+#include "runtime/session/Pipeline.h"
 
 #include "passes/Accumulation.h"
 #include "passes/CostModel.h"
+#include "passes/PassManager.h"
 #include "passes/PipelineStages.h"
+#include "passes/ShardStrategy.h"
 #include "passes/StageBalance.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -191,7 +194,7 @@ std::vector<passes::WorkCosts> deviceCosts(const passes::PipelineSplit &split,
 // stages give (the tied embedding's on both ends) and updates the
 // parameters they read.
 LogicalResult splitApplyPart(PipelinePart &part, const MeshStep &step,
-                             DiagnosticEngine &diag) {
+                             double bucketMiB, DiagnosticEngine &diag) {
   std::map<std::string, std::vector<int64_t>> givers;
   const passes::PipelineSplit &split = part.splits.front();
   for (int64_t v = 0; v < split.stages; ++v)
@@ -204,22 +207,45 @@ LogicalResult splitApplyPart(PipelinePart &part, const MeshStep &step,
         if (!llvm::is_contained(devices, d))
           devices.push_back(d);
       }
-  for (const auto &program : step.step.programs.programs) {
-    auto cut = passes::splitApply(*program, part.schedule.stages, givers, diag);
-    if (cut.failed())
+  auto cut = passes::splitApply(step.logicalOf(step.step), part.schedule.stages,
+                                givers, diag);
+  if (cut.failed())
+    return failure();
+  part.applySplit = std::move(*cut);
+  // Each device's part: its gradients' all-reduces in buckets of the
+  // configured size (the step's own bucketing is off in a pipeline, where a
+  // bucket would join the gradients of different stages), partitioned on
+  // the stage mesh.
+  auto build = [&](const ir::Module &logical, MeshPart &out) -> LogicalResult {
+    out.logical = cloneModule(logical, diag);
+    if (!out.logical)
       return failure();
-    auto &exes = part.applyExecutables.emplace_back();
-    for (int64_t d = 0; d < cut->devices; ++d) {
-      auto &pair = exes.emplace_back();
-      if (cut->gather[d] &&
-          !(pair.first = compileDeviceProgram(*cut->gather[d], diag)))
+    out.logical->attrs().set(passes::kBucketAttr, bucketMiB);
+    passes::PassManager pm;
+    if (failed(pm.parsePipeline("bucket", diag)) ||
+        failed(pm.run(*out.logical, diag)))
+      return failure();
+    auto programs = passes::partitionModule(*out.logical, diag);
+    if (programs.failed())
+      return failure();
+    out.programs = std::move(*programs);
+    for (const auto &program : out.programs.programs) {
+      auto exe = compileDeviceProgram(*program, diag);
+      if (!exe)
         return failure();
-      if (!(pair.second = compileDeviceProgram(*cut->update[d], diag)))
-        return failure();
+      out.executables.push_back(std::move(exe));
     }
-    part.applySplits.push_back(std::move(*cut));
+    return success();
+  };
+  for (int64_t d = 0; d < part.applySplit.devices; ++d) {
+    MeshPart &gather = part.applyGather.emplace_back();
+    if (part.applySplit.gather[d] &&
+        failed(build(*part.applySplit.gather[d], gather)))
+      return failure();
+    if (failed(
+            build(*part.applySplit.update[d], part.applyUpdate.emplace_back())))
+      return failure();
   }
-  part.applyOf = step.step.programs.programOf;
   return success();
 }
 
@@ -365,7 +391,7 @@ LogicalResult buildPipelinePart(MeshStep &step, const ir::Module &model,
       }
     }
   }
-  if (failed(splitApplyPart(*part, step, diag)))
+  if (failed(splitApplyPart(*part, step, config.bucketMiB, diag)))
     return failure();
   step.pipeline = std::move(part);
   return success();

@@ -60,7 +60,7 @@ TEST_CASE("apply split: each pipeline device updates its stages' "
     REQUIRE(step.succeeded());
     const session::PipelinePart &part = *step->pipeline;
     const PipelineSplit &stageSplit = part.splits.at(0);
-    const ApplySplit &apply = part.applySplits.at(0);
+    const ApplySplit &apply = part.applySplit;
     REQUIRE(apply.devices == stages);
 
     std::set<std::string> everyParam =

@@ -87,8 +87,9 @@ static int emitPipeline(const session::MeshStep &step, const std::string &emit,
   llvm::raw_string_ostream os(text);
   std::string applyTitle =
       "// The apply part: runs once per step, with the gradients summed over "
-      "the micro-batches; each pipeline device runs its own parameters' "
-      "part of it.\n";
+      "the micro-batches; shown whole, before each pipeline device takes "
+      "its own parameters' part of it (with its dp all-reduces in "
+      "buckets).\n";
   // The apply part's plan report (the dp collectives and the optimizer).
   auto applyReport = [&] {
     std::vector<const backend::Executable *> executables;
@@ -136,22 +137,25 @@ static int emitPipeline(const session::MeshStep &step, const std::string &emit,
   }
   // Each pipeline device's part of the apply part (of the stage mesh's
   // device 0).
-  const passes::ApplySplit &apply = part.applySplits.front();
-  for (int64_t d = 0; d < apply.devices; ++d) {
+  for (int64_t d = 0; d < part.applySplit.devices; ++d) {
     if (emit == "device-ir" && d != device)
       continue;
-    if (apply.gather[d])
+    if (part.applyGather[d].logical)
       os << "// Device " << d
          << ", its gather program of the apply part (once per step, with the "
             "gradients summed over the micro-batches): apply.* outputs are "
             "what it keeps for its update program or gives every other "
             "device.\n"
-         << ir::printModuleToString(*apply.gather[d], print) << "\n";
+         << ir::printModuleToString(part.applyGather[d].programs.programFor(0),
+                                    print)
+         << "\n";
     os << "// Device " << d
        << ", its update program of the apply part: the optimizer's step of "
           "the parameters it holds; apply.* inputs are what it kept or "
           "received.\n"
-       << ir::printModuleToString(*apply.update[d], print) << "\n";
+       << ir::printModuleToString(part.applyUpdate[d].programs.programFor(0),
+                                  print)
+       << "\n";
   }
   return emitText(os.str(), args, diag);
 }
