@@ -190,6 +190,21 @@ FailureOr<Schedule> makeSchedule(ScheduleKind kind, int64_t stages,
   return s;
 }
 
+std::vector<int64_t> peakInFlight(const Schedule &schedule) {
+  std::vector<int64_t> now(static_cast<size_t>(schedule.virtualStages()), 0);
+  std::vector<int64_t> peak = now;
+  Work last = schedule.splitsBackward() ? Work::BackwardWeight : Work::Backward;
+  for (int64_t d = 0; d < schedule.stages; ++d)
+    for (const Slot &slot : schedule.order[static_cast<size_t>(d)]) {
+      size_t v = static_cast<size_t>(schedule.virtualStage(d, slot.chunk));
+      if (slot.work == Work::Forward)
+        peak[v] = std::max(peak[v], ++now[v]);
+      else if (slot.work == last)
+        --now[v];
+    }
+  return peak;
+}
+
 std::string scheduleOrderText(const Schedule &schedule) {
   std::string out;
   for (size_t d = 0; d < schedule.order.size(); ++d) {

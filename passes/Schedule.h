@@ -83,6 +83,12 @@ FailureOr<Schedule> makeSchedule(ScheduleKind kind, int64_t stages,
                                  int64_t micro, int64_t chunks,
                                  std::string &error);
 
+// Per virtual stage, the most micro-batches whose activations it holds at
+// once: from the start of a micro-batch's forward to the end of its last
+// backward work (B, or W when the backward is split). 1F1B holds stages - s
+// on stage s, GPipe every micro-batch.
+std::vector<int64_t> peakInFlight(const Schedule &schedule);
+
 // The schedule in one line per device, its slots in order:
 // "device 0: F0 F1 B0 F2 B1 B2" (interleaved: F0.1 is micro-batch 0 of
 // chunk 1).

@@ -28,6 +28,30 @@ std::string sizeText(double bytes) {
   return s;
 }
 
+// What stage s of `stages` running layers [a, b) holds and does: the
+// embedding goes with the first stage, the head and loss with the last.
+struct StageTotals {
+  WorkAmount work;
+  double params = 0, activations = 0;
+};
+
+StageTotals stageTotals(const ModelLayers &m, int64_t s, int64_t stages,
+                        int64_t a, int64_t b) {
+  StageTotals t;
+  auto add = [&](const LayerCost &l) {
+    t.work += l.forward;
+    t.params += l.paramBytes;
+    t.activations += l.activationBytes;
+  };
+  if (s == 0)
+    add(m.first);
+  for (int64_t i = a; i < b; ++i)
+    add(m.layers[i]);
+  if (s == stages - 1)
+    add(m.last);
+  return t;
+}
+
 // The cost of stage s of `stages` running layers [a, b) on its device.
 struct StageCost {
   double forward = 0, backward = 0, memory = 0;
@@ -45,19 +69,9 @@ public:
   const ClusterDevice &device(int64_t s) const { return devices_[order_[s]]; }
 
   StageCost of(int64_t s, int64_t a, int64_t b) const {
-    WorkAmount work;
-    double params = 0, activations = 0;
-    auto add = [&](const LayerCost &l) {
-      work += l.forward;
-      params += l.paramBytes;
-      activations += l.activationBytes;
-    };
-    if (s == 0)
-      add(m_.first);
-    for (int64_t i = a; i < b; ++i)
-      add(m_.layers[i]);
-    if (s == stages() - 1)
-      add(m_.last);
+    StageTotals t = stageTotals(m_, s, stages(), a, b);
+    WorkAmount work = t.work;
+    double params = t.params, activations = t.activations;
     work.flops /= micro_;
     work.bytes /= micro_;
     StageCost c;
@@ -98,6 +112,21 @@ std::vector<size_t> identity(size_t n) {
 }
 
 } // namespace
+
+std::vector<double> stageMemory(const ModelLayers &model,
+                                llvm::ArrayRef<int64_t> first, int64_t micro,
+                                llvm::ArrayRef<int64_t> inFlight) {
+  int64_t stages = static_cast<int64_t>(first.size());
+  int64_t n = static_cast<int64_t>(model.layers.size());
+  std::vector<double> out;
+  for (int64_t s = 0; s < stages; ++s) {
+    StageTotals t = stageTotals(model, s, stages, first[s],
+                                s + 1 < stages ? first[s + 1] : n);
+    out.push_back(4 * t.params + t.activations / static_cast<double>(micro) *
+                                     static_cast<double>(inFlight[s]));
+  }
+  return out;
+}
 
 double shareSeconds(const ModelLayers &model, const ClusterDevice &device,
                     int64_t parts) {

@@ -64,6 +64,14 @@ FailureOr<StagePlan> planStages(const ModelLayers &model,
                                 llvm::ArrayRef<ClusterDevice> devices,
                                 int64_t micro, std::vector<int64_t> first,
                                 std::string &error, const LinkOf &link = {});
+// The memory each stage of the split `first` needs (as StagePlan counts
+// it: f32 weights, gradients and AdamW's two moments, and the activations
+// the backward keeps) with inFlight[s] of `micro` micro-batches held on
+// stage s.
+std::vector<double> stageMemory(const ModelLayers &model,
+                                llvm::ArrayRef<int64_t> first, int64_t micro,
+                                llvm::ArrayRef<int64_t> inFlight);
+
 // The seconds a forward and backward of the whole model on 1/`parts` of
 // its batch take on `device`, as the balancer counts a stage's: what one
 // of `parts` data-parallel devices computes per step.

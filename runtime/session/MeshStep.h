@@ -100,6 +100,11 @@ struct PipelinePart {
   // times of its stages): the predicted bubble.
   std::vector<passes::WorkCosts> costs;
   passes::PipeTiming predicted;
+  // Per (virtual) stage: the most micro-batches the schedule holds on it
+  // at once, and its memory peak then (passes::stageMemory on the cost
+  // model).
+  std::vector<int64_t> inFlight;
+  std::vector<double> memoryPeak;
   // The apply part (MeshStep::step's logical module) cut by pipeline
   // device (passes/ApplySplit.h), so that each holds and updates its own
   // stages' parameters; and per pipeline device its gather and update

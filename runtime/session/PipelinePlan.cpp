@@ -138,7 +138,9 @@ void printPipelinePlan(const PipelinePart &part, llvm::raw_ostream &os) {
 
   StageParams held = stageParams(split);
   const auto &stagesOf = held.stagesOf;
-  os << "Stages (work of one micro-batch, from the cost model):\n";
+  os << "Stages (work of one micro-batch, from the cost model; memory: f32 "
+        "weights, gradients and AdamW's moments, and the activations of the "
+        "micro-batches the schedule holds at once):\n";
   for (int64_t s = 0; s < split.stages; ++s) {
     size_t params = held.count[s];
     uint64_t bytes = held.bytes[s];
@@ -150,7 +152,9 @@ void printPipelinePlan(const PipelinePart &part, llvm::raw_ostream &os) {
     if (schedule.chunks == 1)
       os << "; " << llvm::format("%.3g", c.forward / 1e9) << " GFLOP forward, "
          << llvm::format("%.3g", c.backward / 1e9) << " GFLOP backward";
-    os << "\n";
+    os << "; memory peak "
+       << backend::formatBytes(static_cast<uint64_t>(part.memoryPeak[s]))
+       << " (" << part.inFlight[s] << " micro-batches in flight)\n";
     if (part.balanced) {
       const passes::StagePlan &plan = *part.balanced;
       os << "    on " << part.deviceNames[s] << ": predicted "
@@ -231,6 +235,8 @@ void printPipelinePlanJson(const PipelinePart &part, llvm::raw_ostream &os) {
              {"last_layer", lastLayer(part, s)},
              {"parameters", static_cast<int64_t>(held.count[s])},
              {"parameter_bytes", static_cast<int64_t>(held.bytes[s])},
+             {"memory_peak_bytes", part.memoryPeak[s]},
+             {"in_flight", part.inFlight[s]},
              {"forward_flops", part.costs[device].forward},
              {"backward_flops", part.costs[device].backward}};
     if (part.balanced) {

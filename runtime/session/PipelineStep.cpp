@@ -362,6 +362,10 @@ LogicalResult buildPipelinePart(MeshStep &step, const ir::Module &model,
   }
 
   part->programs = passes::lowerSchedule(part->schedule);
+  part->inFlight = passes::peakInFlight(part->schedule);
+  part->memoryPeak =
+      passes::stageMemory(passes::forwardLayers(model), part->first,
+                          step.accumulate, part->inFlight);
   part->costs = deviceCosts(part->splits.front(), part->schedule);
   std::vector<passes::WorkCosts> predictOn = part->costs;
   if (part->balanced)

@@ -190,3 +190,29 @@ TEST_CASE("schedule: shapes a schedule cannot take are refused") {
   CHECK(!parseScheduleKind("zbh1"));
   CHECK(scheduleNames() == "gpipe, 1f1b, interleaved, zb-h1");
 }
+
+// The micro-batches a stage holds at once (its activations' memory):
+// GPipe holds every micro-batch, 1F1B stages - s on stage s (Narayanan et
+// al., 2021). ZB-H1 as scheduled here defers each W until a bubble, and a
+// stage keeps a micro-batch until its W: up to `stages` on every stage
+// (the paper keeps 1F1B's peak by freeing after I what W does not read).
+TEST_CASE("schedule: the micro-batches in flight on each stage") {
+  CHECK(peakInFlight(make(ScheduleKind::GPipe, 4, 8)) ==
+        std::vector<int64_t>{8, 8, 8, 8});
+  CHECK(peakInFlight(make(ScheduleKind::OneFOneB, 4, 8)) ==
+        std::vector<int64_t>{4, 3, 2, 1});
+  CHECK(peakInFlight(make(ScheduleKind::ZeroBubbleH1, 4, 8)) ==
+        std::vector<int64_t>{4, 4, 4, 4});
+  // Fewer micro-batches than stages: at most all of them.
+  CHECK(peakInFlight(make(ScheduleKind::OneFOneB, 4, 2)) ==
+        std::vector<int64_t>{2, 2, 2, 1});
+  // Interleaved: one count per virtual stage, never more than the
+  // micro-batches.
+  std::vector<int64_t> v =
+      peakInFlight(make(ScheduleKind::Interleaved, 2, 4, 2));
+  REQUIRE(v.size() == 4);
+  for (int64_t n : v) {
+    CHECK(n >= 1);
+    CHECK(n <= 4);
+  }
+}
