@@ -653,7 +653,15 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
       return rc;
     out << "saved step " << s.stepCount() << " to " << savePath << "\n";
   }
-  return gInterrupted ? 128 + gInterrupted : kSuccess;
+  if (gInterrupted)
+    return 128 + gInterrupted;
+  // A log that could not be written is an error, after the checkpoint.
+  if (!progress.logError().empty()) {
+    llvm::errs() << "mgc run: error: " << progress.logError()
+                 << ": the log is incomplete\n";
+    return kUserError;
+  }
+  return kSuccess;
 }
 
 } // namespace mgc::cli

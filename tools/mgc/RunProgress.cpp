@@ -26,6 +26,7 @@ std::string ProgressReporter::openJsonLog(const std::string &path) {
     json_.reset();
     return "cannot write the log '" + path + "': " + ec.message();
   }
+  logPath_ = path;
   return "";
 }
 
@@ -83,21 +84,49 @@ std::string ProgressReporter::statusLine(const StepRecord &r, bool bar) const {
   return os.str();
 }
 
+namespace {
+
+// A number as JSON: null for NaN and the infinities, which JSON has no
+// word for (so every line of the log stays parseable).
+llvm::json::Value jsonNumber(double v) {
+  if (std::isfinite(v))
+    return v;
+  return nullptr;
+}
+
+} // namespace
+
+void ProgressReporter::writeLog(const llvm::json::Value &line) {
+  if (!json_)
+    return;
+  *json_ << line << "\n";
+  json_->flush();
+  if (!json_->has_error())
+    return;
+  // Training goes on (its checkpoints are what matters); the log stops,
+  // said now and in the exit status.
+  logError_ = "writing the log '" + logPath_ + "': " + json_->error().message();
+  json_->clear_error();
+  json_.reset();
+  llvm::errs() << "mgc run: error: " << logError_
+               << "; the log stops here, training goes on\n";
+}
+
 void ProgressReporter::record(const StepRecord &r) {
   auto now = Clock::now();
   elapsed_ = std::chrono::duration<double>(now - start_).count();
   last_ = r;
   any_ = true;
   if (json_) {
-    llvm::json::Object o{{"step", r.step}, {"loss", r.loss}};
+    llvm::json::Object o{{"step", r.step}, {"loss", jsonNumber(r.loss)}};
     for (const auto &[name, value] : r.metrics)
-      o[name] = value;
+      o[name] = jsonNumber(value);
     o["time"] = elapsed_;
     o["step_time"] = r.stepSeconds;
     double perSecond = r.stepSeconds > 0 ? perStep_ / r.stepSeconds : 0;
-    o[units_ == "tok" ? "tokens_per_s" : "samples_per_s"] = perSecond;
-    *json_ << llvm::json::Value(std::move(o)) << "\n";
-    json_->flush();
+    o[units_ == "tok" ? "tokens_per_s" : "samples_per_s"] =
+        jsonNumber(perSecond);
+    writeLog(llvm::json::Value(std::move(o)));
   }
   if (terminal_) {
     // Redraw at most ten times a second, and always the last step.
@@ -131,8 +160,15 @@ void ProgressReporter::finish(const std::string &why) {
         << llvm::format(", final loss %.6f", last_.loss);
   os_ << "\n";
   os_.flush();
-  if (json_)
+  if (json_) {
     json_->flush();
+    if (json_->has_error()) {
+      logError_ =
+          "writing the log '" + logPath_ + "': " + json_->error().message();
+      json_->clear_error();
+      json_.reset();
+    }
+  }
 }
 
 } // namespace mgc::cli

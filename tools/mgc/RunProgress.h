@@ -3,6 +3,7 @@
 // log, and a final summary.
 #pragma once
 
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
@@ -35,12 +36,16 @@ public:
   void record(const StepRecord &r);
   // Ends the progress line and prints the summary.
   void finish(const std::string &why);
+  // Why the log could not be written (a full disk), or "": the log stops at
+  // the first failed write, and the run's exit status says so.
+  const std::string &logError() const { return logError_; }
 
   static std::string formatDuration(double seconds); // "01:02", "1:02:03"
   static std::string formatRate(double perSecond);   // "12.3k"
 
 private:
   std::string statusLine(const StepRecord &r, bool bar) const;
+  void writeLog(const llvm::json::Value &line);
 
   llvm::raw_ostream &os_;
   bool terminal_;
@@ -49,6 +54,7 @@ private:
   int64_t perStep_;
   std::chrono::steady_clock::time_point start_, lastDraw_;
   std::unique_ptr<llvm::raw_fd_ostream> json_;
+  std::string logPath_, logError_;
   StepRecord last_;
   bool any_ = false, drawn_ = false;
   double elapsed_ = 0;

@@ -28,18 +28,32 @@ void printToolHelp(llvm::raw_ostream &os) {
         "mgc compiles neural-network models written in the .mg language to a "
         "graph IR,\nruns passes on it and trains it on the CPU.\n\ncommands:\n";
   for (const Command &c : kCommands)
-    os << "  " << llvm::left_justify(c.name, 10) << c.spec().summary.substr(
-                                                     0, c.spec().summary.find('\n'))
-       << "\n";
+    os << "  " << llvm::left_justify(c.name, 10)
+       << c.spec().summary.substr(0, c.spec().summary.find('\n')) << "\n";
   os << "\noptions:\n  -h, --help    show this help\n"
         "  --version     show the version\n\n"
         "Run 'mgc <command> --help' for the options of a command.\n";
 }
 
-} // namespace
+// A command's exit status, made an error when what it wrote to standard
+// output did not all arrive (a full disk, a closed pipe, /dev/full): said,
+// rather than left to the stream's destructor, which aborts the process.
+// The command has done everything else it does first (a run has saved its
+// checkpoint).
+int checkedOutput(int status) {
+  llvm::raw_fd_ostream &out = llvm::outs();
+  out.flush();
+  if (!out.has_error())
+    return status;
+  std::error_code ec = out.error();
+  out.clear_error();
+  llvm::errs() << "mgc: error: writing standard output: " << ec.message()
+               << "\n";
+  llvm::errs().clear_error();
+  return status == kSuccess ? kUserError : status;
+}
 
-int main(int argc, char **argv) {
-  std::vector<std::string> args(argv + 1, argv + argc);
+int dispatch(const std::vector<std::string> &args) {
   if (args.empty()) {
     printToolHelp(llvm::errs());
     return kUsageError;
@@ -61,4 +75,11 @@ int main(int argc, char **argv) {
     llvm::errs() << (&c == kCommands ? "" : ", ") << c.name;
   llvm::errs() << "; see 'mgc --help')\n";
   return kUsageError;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  return checkedOutput(
+      dispatch(std::vector<std::string>(argv + 1, argv + argc)));
 }
