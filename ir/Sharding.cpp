@@ -174,8 +174,8 @@ std::optional<Mesh> Mesh::parse(llvm::StringRef text, std::string &error) {
       for (llvm::StringRef w : ws) {
         int64_t x = 0;
         if (w.trim().getAsInteger(10, x) || x < 1 || x > 1000000) {
-          error = "weight '" + w.trim().str() + "' of mesh axis '" +
-                  axis.name + "': expected a positive integer";
+          error = "weight '" + w.trim().str() + "' of mesh axis '" + axis.name +
+                  "': expected a positive integer";
           return std::nullopt;
         }
         axis.weights.push_back(x);
@@ -191,6 +191,16 @@ std::optional<Mesh> Mesh::parse(llvm::StringRef text, std::string &error) {
         axis.weights.clear();
     }
     axes.push_back(std::move(axis));
+  }
+  // Every axis within its limit can still make a mesh no run can hold
+  // (4096^3 devices): the devices together have the same limit.
+  int64_t devices = 1;
+  for (const MeshAxis &a : axes)
+    devices *= a.size; // at most 4096^3: no overflow
+  if (devices > kMaxMeshDevices) {
+    error = "the mesh has " + std::to_string(devices) + " devices: at most " +
+            std::to_string(kMaxMeshDevices) + " together";
+    return std::nullopt;
   }
   // Keep the nesting order of kMeshAxisKinds whatever the order written.
   std::stable_sort(axes.begin(), axes.end(),
@@ -274,8 +284,8 @@ std::vector<int64_t> splitSizes(int64_t n, const MeshAxis &axis) {
       sizes[i] = n / k + (i < n % k ? 1 : 0);
     return sizes;
   }
-  int64_t total = std::accumulate(axis.weights.begin(), axis.weights.end(),
-                                  int64_t(0));
+  int64_t total =
+      std::accumulate(axis.weights.begin(), axis.weights.end(), int64_t(0));
   // Floors of the exact shares, then the rest to the largest remainders.
   std::vector<std::pair<int64_t, int64_t>> remainders; // (-remainder, coord)
   int64_t given = 0;

@@ -165,13 +165,17 @@ std::vector<std::string> knownAxisNames();
 // partitioned.
 inline constexpr const char *kMeshAttr = "mesh";
 
+// The most devices a mesh may have (its axes' sizes multiplied).
+inline constexpr int64_t kMaxMeshDevices = 4096;
+
 class Mesh {
 public:
   Mesh() = default;
   explicit Mesh(std::vector<MeshAxis> axes) : axes_(std::move(axes)) {}
 
   // "dp=2,tp=2" or "dp=2[3,1]"; axes from kMeshAxisKinds, each at most once,
-  // sizes >= 1, weights (if any) one positive integer per coordinate.
+  // sizes 1 to 4096 and kMaxMeshDevices devices in all, weights (if any)
+  // one positive integer per coordinate.
   // On error returns nullopt and sets `error` to a message naming the part
   // that is wrong and what was expected.
   static std::optional<Mesh> parse(llvm::StringRef text, std::string &error);
