@@ -427,7 +427,8 @@ private:
 };
 
 // Per-device rows are computed for at most this many devices, so that a
-// mesh written by mistake (4096 x 4096) cannot exhaust memory.
+// mesh made in code beyond ir::kMaxMeshDevices (Mesh::parse refuses one)
+// cannot exhaust memory.
 constexpr int64_t kMaxReportedDevices = 65536;
 
 int64_t reportedDevices(const PlanReport &r) {
