@@ -38,6 +38,17 @@ int emitModule(const ir::Module &module, const ParsedArgs &args,
 int emitText(const std::string &text, const ParsedArgs &args,
              DiagnosticEngine &diag);
 
+// A file a command reads or writes, as a flag names it: ("--save", path);
+// the model file is ("the model file", path).
+struct NamedPath {
+  std::string what, path;
+};
+// "" when no output names the same file as an input (the same file, or
+// the same path before it exists); else the error, naming both: an output
+// must never overwrite what the command reads.
+std::string outputOverwritesInput(llvm::ArrayRef<NamedPath> outputs,
+                                  llvm::ArrayRef<NamedPath> inputs);
+
 // Parses arguments for a command, handling --help and usage errors. Returns
 // nullopt with `exitCode` set when the command should stop.
 std::optional<ParsedArgs> parseCommandArgs(const CommandSpec &spec,

@@ -32,8 +32,7 @@ std::vector<OptionSpec> passPipelineOptions() {
       {"--passes", "PIPELINE",
        "comma-separated passes to run in order, e.g. canonicalize,cse,dce"},
       {"--print-ir-before", "PASS",
-       "print the module to stderr before PASS runs ('all': every pass)",
-       true},
+       "print the module to stderr before PASS runs ('all': every pass)", true},
       {"--print-ir-after", "PASS",
        "print the module to stderr after PASS runs ('all': every pass)", true},
       {"--time-passes", "", "print the time each pass took to stderr"},
@@ -85,6 +84,37 @@ int emitModule(const ir::Module &module, const ParsedArgs &args,
   ir::PrintOptions printOptions;
   printOptions.locations = args.has("--locations");
   return emitText(ir::printModuleToString(module, printOptions), args, diag);
+}
+
+namespace {
+
+// Whether two paths name one file: the same file when both exist, else the
+// same absolute path with . and .. resolved.
+bool sameFile(const std::string &a, const std::string &b) {
+  bool same = false;
+  if (!llvm::sys::fs::equivalent(a, b, same))
+    return same;
+  auto normal = [](const std::string &p) {
+    llvm::SmallString<256> s(p);
+    llvm::sys::fs::make_absolute(s);
+    llvm::sys::path::remove_dots(s, /*remove_dot_dot=*/true);
+    return std::string(s);
+  };
+  return normal(a) == normal(b);
+}
+
+} // namespace
+
+std::string outputOverwritesInput(llvm::ArrayRef<NamedPath> outputs,
+                                  llvm::ArrayRef<NamedPath> inputs) {
+  for (const NamedPath &out : outputs)
+    for (const NamedPath &in : inputs)
+      if (!out.path.empty() && !in.path.empty() && out.path != "-" &&
+          sameFile(out.path, in.path))
+        return out.what + " '" + out.path + "' is also " + in.what + " ('" +
+               in.path + "'): one would overwrite the other; give " +
+               "another path";
+  return "";
 }
 
 int emitText(const std::string &text, const ParsedArgs &args,

@@ -309,6 +309,12 @@ int runCompile(llvm::ArrayRef<std::string> rawArgs) {
                     "--emit=device-ir\n";
     return kUsageError;
   }
+  std::string overwrite = outputOverwritesInput(
+      {{"-o", args->get("-o")}}, {{"the model file", args->positionals[0]}});
+  if (!overwrite.empty()) {
+    llvm::errs() << "mgc compile: error: " << overwrite << "\n";
+    return kUsageError;
+  }
   DiagnosticEngine diag;
   diag.setWarningsEnabled(!args->has("--no-warnings"));
   auto module = frontend::compileModelFile(args->positionals[0], options, diag);

@@ -18,7 +18,8 @@ const CommandSpec &optSpec() {
       s.options.push_back(o);
     for (auto &o : outputOptions())
       s.options.push_back(o);
-    s.details = passListHelp() + "\nExit status: 0 success, 1 the input has errors, 2 usage "
+    s.details = passListHelp() +
+                "\nExit status: 0 success, 1 the input has errors, 2 usage "
                 "error.\n";
     return s;
   }();
@@ -30,13 +31,18 @@ int runOpt(llvm::ArrayRef<std::string> rawArgs) {
   auto args = parseCommandArgs(optSpec(), rawArgs, exitCode);
   if (!args)
     return exitCode;
+  std::string overwrite = outputOverwritesInput(
+      {{"-o", args->get("-o")}}, {{"the IR file", args->positionals[0]}});
+  if (!overwrite.empty()) {
+    llvm::errs() << "mgc opt: error: " << overwrite << "\n";
+    return kUsageError;
+  }
   DiagnosticEngine diag;
   std::string text;
   const std::string &path = args->positionals[0];
   if (!diag.addSourceFile(path, &text))
     return kUserError;
-  auto module =
-      ir::parseModuleText(path == "-" ? "<stdin>" : path, text, diag);
+  auto module = ir::parseModuleText(path == "-" ? "<stdin>" : path, text, diag);
   if (!module)
     return kUserError;
   if (int rc = runPassPipeline(*module, *args, diag))

@@ -400,6 +400,29 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
   data.positionsInput = args->get("--positions-input");
   data.shuffle = !args->has("--no-shuffle");
 
+  // No output may overwrite an input, and the log or trace not the
+  // checkpoint (--save may replace the checkpoint it resumed from: it is
+  // written atomically, after the state was read).
+  std::vector<NamedPath> inputs{{"the model file", modelPath}};
+  for (const auto &a : data.arrays)
+    inputs.push_back({"the data of --data " + a.input, a.path});
+  inputs.push_back(
+      {args->has("--text") ? "the --text file" : "the --tokens file",
+       data.tokenFile});
+  NamedPath saveOut{"--save", args->get("--save")},
+      logOut{"--log-json", args->get("--log-json")},
+      traceOut{"--trace", args->get("--trace")};
+  for (std::string why :
+       {outputOverwritesInput({saveOut, logOut, traceOut}, inputs),
+        outputOverwritesInput(
+            {logOut, traceOut},
+            {{"the --resume checkpoint", args->get("--resume")},
+             {"the --save checkpoint", saveOut.path}}),
+        outputOverwritesInput({traceOut},
+                              {{"the --log-json log", logOut.path}})})
+    if (!why.empty())
+      return usageError(why);
+
   ModelFacts facts = inspectModel(modelPath, options.defines);
   if (!args->has("--seed") && facts.trainSeed)
     seed = static_cast<int64_t>(*facts.trainSeed);
