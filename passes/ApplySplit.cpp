@@ -35,17 +35,9 @@ public:
     // it takes from the others.
     std::vector<llvm::DenseSet<const Op *>> needed(devices_);
     std::vector<llvm::DenseSet<const Value *>> imports(devices_);
-    for (unsigned d = 0; d < devices_; ++d) {
-      std::vector<const Value *> roots;
-      for (const ir::Update &u : apply_.graph().updates())
-        if (holds(d, u.value))
-          roots.push_back(u.value);
-      for (const ir::Output &o : apply_.graph().outputs())
-        if (holds(d, o.value))
-          roots.push_back(o.value);
-      if (failed(collect(d, roots, needed[d], imports[d])))
+    for (unsigned d = 0; d < devices_; ++d)
+      if (failed(collect(d, resultsOf(d), needed[d], imports[d])))
         return failure();
-    }
     // The values each device shares, made by its gather program with
     // everything they need.
     llvm::DenseSet<const Value *> shared;
@@ -113,13 +105,11 @@ public:
             (it->first.second == d || imports[d].contains(v)))
           replaced.emplace_back(v, out.values[it->second].name);
       }
-      std::vector<const Value *> alsoRead;
+      // Its results, and the parameters and state it updates.
+      std::vector<const Value *> alsoRead = resultsOf(d);
       for (const ir::Update &u : apply_.graph().updates())
         if (holds(d, u.value))
-          alsoRead.insert(alsoRead.end(), {u.target, u.value});
-      for (const ir::Output &o : apply_.graph().outputs())
-        if (holds(d, o.value))
-          alsoRead.push_back(o.value);
+          alsoRead.push_back(u.target);
       ModuleExtract extract(apply_, std::move(replaced));
       std::unique_ptr<ir::Module> m = extract.build(ops, alsoRead);
       for (const ir::Output &o : apply_.graph().outputs())
@@ -209,6 +199,19 @@ private:
     const Place &p = place(v);
     return p.global || p.home.test(d);
   }
+  // The values of the updates and outputs device `d` gives: those of the
+  // tensors it holds, and the global ones.
+  std::vector<const Value *> resultsOf(unsigned d) const {
+    std::vector<const Value *> out;
+    for (const ir::Update &u : apply_.graph().updates())
+      if (holds(d, u.value))
+        out.push_back(u.value);
+    for (const ir::Output &o : apply_.graph().outputs())
+      if (holds(d, o.value))
+        out.push_back(o.value);
+    return out;
+  }
+
   unsigned ownerOf(const Value *v) const {
     return static_cast<unsigned>(place(v).home.find_first());
   }
@@ -258,12 +261,8 @@ private:
     for (const Op *op : needed)
       if (!gathered.contains(op))
         out.insert(op->operands().begin(), op->operands().end());
-    for (const ir::Update &u : apply_.graph().updates())
-      if (holds(d, u.value))
-        out.insert(u.value);
-    for (const ir::Output &o : apply_.graph().outputs())
-      if (holds(d, o.value))
-        out.insert(o.value);
+    for (const Value *v : resultsOf(d))
+      out.insert(v);
     return out;
   }
 

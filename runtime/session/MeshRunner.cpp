@@ -157,10 +157,6 @@ LogicalResult MeshRunner::createPipeline(DiagnosticEngine &diag) {
   return success();
 }
 
-size_t MeshRunner::localIndex(int64_t device) const {
-  return static_cast<size_t>(llvm::find(local_, device) - local_.begin());
-}
-
 std::vector<const ir::Graph *> MeshRunner::heldGraphs(size_t k) const {
   const MeshStep &s = step_;
   if (!pipeline_)

@@ -130,8 +130,6 @@ private:
   // Whether local device k gives its part of tensor `name` to a checkpoint
   // or a gather (with a pipeline, the first pipeline device holding it).
   bool givesPart(size_t k, const std::string &name) const;
-  // The index in local_ of `device`.
-  size_t localIndex(int64_t device) const;
   // The programs whose parameters and state local device k holds: the
   // step's (its apply part's), or with a pipeline its pipeline device's
   // apply programs.

@@ -30,8 +30,6 @@ compileDeviceProgram(const ir::Module &program, DiagnosticEngine &diag) {
   return backend::buildExecutable(std::move(copy), backend::cpu::scratchBytes);
 }
 
-namespace {
-
 LogicalResult compilePart(MeshPart &part, DiagnosticEngine &diag) {
   for (const auto &program : part.programs.programs) {
     auto exe = compileDeviceProgram(*program, diag);
@@ -41,6 +39,8 @@ LogicalResult compilePart(MeshPart &part, DiagnosticEngine &diag) {
   }
   return success();
 }
+
+namespace {
 
 // Gradient accumulation splits the batch (the first dimension of the first
 // input, as shard-strategy splits it on dp) into `k` micro-batches per dp

@@ -146,6 +146,9 @@ struct MeshStep {
 std::unique_ptr<backend::Executable>
 compileDeviceProgram(const ir::Module &program, DiagnosticEngine &diag);
 
+// Compiles each of `part`'s programs into part.executables.
+LogicalResult compilePart(MeshPart &part, DiagnosticEngine &diag);
+
 // With a pp axis: cuts the micro part of `step` (built on the mesh without
 // pp) into the pipeline of `config` and compiles its programs.
 LogicalResult buildPipelinePart(MeshStep &step, const ir::Module &model,

@@ -229,13 +229,7 @@ LogicalResult splitApplyPart(PipelinePart &part, const MeshStep &step,
     if (programs.failed())
       return failure();
     out.programs = std::move(*programs);
-    for (const auto &program : out.programs.programs) {
-      auto exe = compileDeviceProgram(*program, diag);
-      if (!exe)
-        return failure();
-      out.executables.push_back(std::move(exe));
-    }
-    return success();
+    return compilePart(out, diag);
   };
   for (int64_t d = 0; d < part.applySplit.devices; ++d) {
     MeshPart &gather = part.applyGather.emplace_back();
