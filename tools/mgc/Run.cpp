@@ -189,7 +189,9 @@ const CommandSpec &runSpec() {
               "atomically"},
              {"--save-every", "K", "also write --save every K steps"},
              {"--resume", "CKPT", "continue from a checkpoint"},
-             {"--log-json", "FILE", "write one JSON object per step to FILE"},
+             {"--log-json", "FILE",
+              "write one JSON object per step to FILE (null for a loss that "
+              "is not finite)"},
              {"--log-every", "K",
               "when stdout is not a terminal, print a line every K steps "
               "(default 10; the first and last step always)"},
@@ -257,8 +259,10 @@ const CommandSpec &runSpec() {
         "shared out among\nthe processes (their count equal to the mesh's "
         "or dividing it), which talk over\nMPI; rank 0 prints and saves, "
         "errors start with [rank R] (docs/processes.md).\n\n"
-        "Exit status: 0 success, 1 bad model, data or checkpoint, 2 usage "
-        "error,\n130 interrupted by Ctrl-C, 143 by SIGTERM.\n";
+        "Exit status: 0 success, 1 bad model, data or checkpoint, or an "
+        "output that could\nnot be written (the log, standard output: after "
+        "saving), 2 usage error (an output\nnaming an input among them), 130 "
+        "interrupted by Ctrl-C, 143 by SIGTERM.\n";
     return s;
   }();
   return spec;
