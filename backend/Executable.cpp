@@ -10,6 +10,7 @@
 #include "ir/Printer.h"
 #include "ir/TextParser.h"
 #include "support/AtomicFile.h"
+#include "support/InputFile.h"
 #include "support/Random.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -238,13 +239,13 @@ LogicalResult writeExecutableFile(const Executable &exe, llvm::StringRef path,
 
 std::unique_ptr<Executable> readExecutableFile(llvm::StringRef path,
                                                DiagnosticEngine &diag) {
-  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                            /*RequiresNullTerminator=*/false);
-  if (!buffer) {
-    diag.error("cannot read '" + path + "': " + buffer.getError().message());
+  llvm::Expected<std::string> text =
+      readInputFile(path, "executable", kMaxTextInputBytes);
+  if (!text) {
+    diag.error(llvm::toString(text.takeError()));
     return nullptr;
   }
-  return parseExecutable(path, (*buffer)->getBuffer(), diag);
+  return parseExecutable(path, *text, diag);
 }
 
 } // namespace mgc::backend

@@ -1,8 +1,10 @@
 #include "passes/Cluster.h"
 
+#include "support/InputFile.h"
+#include "support/Json.h"
+
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
-#include "llvm/Support/MemoryBuffer.h"
 
 #include <algorithm>
 #include <cmath>
@@ -57,7 +59,7 @@ bool readLink(const llvm::json::Object &obj, const std::string &where,
 std::optional<Cluster>
 Cluster::parse(llvm::StringRef file, llvm::StringRef text, std::string &error) {
   std::string at = file.str() + ": ";
-  llvm::Expected<llvm::json::Value> json = llvm::json::parse(text);
+  llvm::Expected<llvm::json::Value> json = parseJson(text);
   if (!json) {
     error = at + "not JSON: " + llvm::toString(json.takeError());
     return std::nullopt;
@@ -143,24 +145,13 @@ Cluster::parse(llvm::StringRef file, llvm::StringRef text, std::string &error) {
 }
 
 std::optional<Cluster> Cluster::read(llvm::StringRef path, std::string &error) {
-  // Only a regular file of sane size is read (not /dev/zero, not a pipe).
-  llvm::sys::fs::file_status status;
-  if (std::error_code ec = llvm::sys::fs::status(path, status)) {
-    error = path.str() + ": cannot read: " + ec.message();
+  llvm::Expected<std::string> text =
+      readInputFile(path, "cluster description", kMaxClusterBytes);
+  if (!text) {
+    error = llvm::toString(text.takeError());
     return std::nullopt;
   }
-  if (!llvm::sys::fs::is_regular_file(status) ||
-      status.getSize() > kMaxClusterBytes) {
-    error = path.str() + ": expected a cluster description, a JSON file of "
-                         "at most 16 MiB";
-    return std::nullopt;
-  }
-  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
-  if (!buffer) {
-    error = path.str() + ": cannot read: " + buffer.getError().message();
-    return std::nullopt;
-  }
-  return parse(path, (*buffer)->getBuffer(), error);
+  return parse(path, *text, error);
 }
 
 std::string clusterMismatch(const Cluster &cluster, const ir::Mesh &mesh) {

@@ -87,7 +87,8 @@ llvm::Error saveCheckpoint(llvm::StringRef path, const Checkpoint &checkpoint) {
 }
 
 llvm::Expected<Checkpoint> loadCheckpoint(llvm::StringRef path) {
-  llvm::Expected<SafeTensorsContents> contents = loadSafeTensors(path);
+  llvm::Expected<SafeTensorsContents> contents =
+      loadSafeTensors(path, "checkpoint");
   if (!contents)
     return contents.takeError();
   llvm::Expected<CheckpointInfo> info =

@@ -47,8 +47,10 @@ public:
       RowRange rows = rowsOf(input.name, batch_);
       for (int64_t r = rows.begin; r < rows.end; ++r) {
         int64_t row = options_.shuffle ? perm_[first + r] : first + r;
-        copyNpyElements(bound.array, row * bound.rowElems, bound.rowElems, t,
-                        r * bound.rowElems);
+        if (llvm::Error err =
+                copyNpyElements(bound.array, row * bound.rowElems,
+                                bound.rowElems, t, r * bound.rowElems))
+          return err;
       }
       out.emplace(input.name, std::move(t));
     }

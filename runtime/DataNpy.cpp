@@ -7,6 +7,8 @@
 #include <bit>
 #include <cstring>
 #include <map>
+#include <type_traits>
+#include <vector>
 
 namespace mgc::runtime {
 
@@ -251,9 +253,15 @@ static llvm::Error npyError(llvm::StringRef fileName, const llvm::Twine &msg) {
       ("invalid .npy file '" + fileName + "': " + msg).str().c_str());
 }
 
-llvm::Expected<NpyArray> parseNpy(std::unique_ptr<llvm::MemoryBuffer> buffer,
-                                  llvm::StringRef fileName) {
-  llvm::StringRef bytes = buffer->getBuffer();
+llvm::Expected<NpyArray> parseNpy(InputFile file) {
+  llvm::StringRef fileName = file.path();
+  // The magic string, the version and the header length come first: at
+  // most 12 bytes.
+  char prefixBytes[12];
+  size_t prefixSize = static_cast<size_t>(std::min<uint64_t>(file.size(), 12));
+  if (llvm::Error err = file.read(0, prefixSize, prefixBytes))
+    return err;
+  llvm::StringRef bytes(prefixBytes, prefixSize);
   if (bytes.size() < 10 || !bytes.startswith("\x93NUMPY"))
     return npyError(fileName,
                     bytes.size() < 10 &&
@@ -276,10 +284,13 @@ llvm::Expected<NpyArray> parseNpy(std::unique_ptr<llvm::MemoryBuffer> buffer,
     headerLen |= static_cast<uint64_t>(static_cast<uint8_t>(bytes[8 + i]))
                  << (8 * i);
   size_t headerStart = 8 + lenBytes;
-  if (headerLen > bytes.size() - headerStart)
+  if (headerLen > file.size() - headerStart)
     return npyError(fileName, "the header length " + llvm::Twine(headerLen) +
                                   " exceeds the file (truncated?)");
-  llvm::StringRef header = bytes.substr(headerStart, headerLen);
+  std::string headerBytes(headerLen, '\0');
+  if (llvm::Error err = file.read(headerStart, headerLen, headerBytes.data()))
+    return err;
+  llvm::StringRef header = headerBytes;
 
   std::map<std::string, HeaderValue> dict;
   std::string error;
@@ -323,24 +334,26 @@ llvm::Expected<NpyArray> parseNpy(std::unique_ptr<llvm::MemoryBuffer> buffer,
                     "shape " + ir::shapeStr(array.shape) + " overflows");
   array.dataOffset = headerStart + headerLen;
   uint64_t expected = static_cast<uint64_t>(*numel) * npyItemBytes(*dtype);
-  uint64_t actual = bytes.size() - array.dataOffset;
+  uint64_t actual = file.size() - array.dataOffset;
   if (actual != expected)
     return npyError(fileName,
                     array.typeStr() + " needs " + llvm::Twine(expected) +
                         " data bytes but the file has " + llvm::Twine(actual) +
                         (actual < expected ? " (truncated)" : ""));
-  array.buffer = std::move(buffer);
+  array.file = std::move(file);
   return array;
 }
 
+llvm::Expected<NpyArray> parseNpy(llvm::StringRef bytes,
+                                  llvm::StringRef fileName) {
+  return parseNpy(InputFile::fromBytes(bytes.str(), fileName, ".npy file"));
+}
+
 llvm::Expected<NpyArray> readNpy(llvm::StringRef path) {
-  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                            /*RequiresNullTerminator=*/false);
-  if (!buffer)
-    return llvm::createStringError(buffer.getError(), "cannot read '%s': %s",
-                                   path.str().c_str(),
-                                   buffer.getError().message().c_str());
-  return parseNpy(std::move(*buffer), path);
+  llvm::Expected<InputFile> file = InputFile::open(path, ".npy file");
+  if (!file)
+    return file.takeError();
+  return parseNpy(std::move(*file));
 }
 
 template <typename Src>
@@ -377,45 +390,53 @@ static void convertInto(const Src *src, int64_t count, Tensor &dst,
   }
 }
 
-void copyNpyElements(const NpyArray &array, int64_t first, int64_t count,
-                     Tensor &dst, int64_t dstFirst) {
-  if (count <= 0)
-    return;
-  unsigned item = npyItemBytes(array.dtype);
-  const char *src = array.data() + first * item;
-  // Same storage: a plain copy.
-  if (npyDTypeOf(dst.dtype()) == array.dtype) {
-    std::memcpy(dst.data() + dstFirst * item, src, count * item);
-    return;
-  }
-  // The file bytes may be unaligned: widen through an aligned copy.
-  switch (array.dtype) {
-  case NpyDType::F16: {
-    std::vector<float> tmp(count);
-    for (int64_t i = 0; i < count; ++i) {
-      uint16_t bits;
-      std::memcpy(&bits, src + 2 * i, 2);
-      tmp[i] = f16ToFloat(bits);
+// Reads `count` elements of type T (the file's) and converts them; the file
+// bytes go through an aligned copy.
+template <typename T>
+static llvm::Error readConverted(const NpyArray &array, uint64_t offset,
+                                 int64_t count, Tensor &dst, int64_t dstFirst) {
+  std::vector<T> tmp(count);
+  if (llvm::Error err = array.file.read(offset, count * sizeof(T), tmp.data()))
+    return err;
+  if constexpr (std::is_same_v<T, uint16_t>) {
+    if (array.dtype == NpyDType::F16) {
+      std::vector<float> widened(count);
+      for (int64_t i = 0; i < count; ++i)
+        widened[i] = f16ToFloat(tmp[i]);
+      convertInto(widened.data(), count, dst, dstFirst);
+      return llvm::Error::success();
     }
-    convertInto(tmp.data(), count, dst, dstFirst);
-    return;
   }
-#define MGC_NPY_WIDEN(KIND, T)                                                 \
-  case NpyDType::KIND: {                                                       \
-    std::vector<T> tmp(count);                                                 \
-    if (count)                                                                 \
-      std::memcpy(tmp.data(), src, count * sizeof(T));                         \
-    convertInto(tmp.data(), count, dst, dstFirst);                             \
-    return;                                                                    \
+  convertInto(tmp.data(), count, dst, dstFirst);
+  return llvm::Error::success();
+}
+
+llvm::Error copyNpyElements(const NpyArray &array, int64_t first, int64_t count,
+                            Tensor &dst, int64_t dstFirst) {
+  if (count <= 0)
+    return llvm::Error::success();
+  unsigned item = npyItemBytes(array.dtype);
+  uint64_t offset = array.dataOffset + static_cast<uint64_t>(first) * item;
+  // Same storage: read straight into the tensor.
+  if (npyDTypeOf(dst.dtype()) == array.dtype)
+    return array.file.read(offset, static_cast<size_t>(count) * item,
+                           dst.data() + dstFirst * item);
+  switch (array.dtype) {
+  case NpyDType::F16: // bits, widened by readConverted
+  case NpyDType::U16:
+    return readConverted<uint16_t>(array, offset, count, dst, dstFirst);
+  case NpyDType::F32:
+    return readConverted<float>(array, offset, count, dst, dstFirst);
+  case NpyDType::F64:
+    return readConverted<double>(array, offset, count, dst, dstFirst);
+  case NpyDType::I32:
+    return readConverted<int32_t>(array, offset, count, dst, dstFirst);
+  case NpyDType::I64:
+    return readConverted<int64_t>(array, offset, count, dst, dstFirst);
+  case NpyDType::U8:
+    return readConverted<uint8_t>(array, offset, count, dst, dstFirst);
   }
-    MGC_NPY_WIDEN(F32, float)
-    MGC_NPY_WIDEN(F64, double)
-    MGC_NPY_WIDEN(I32, int32_t)
-    MGC_NPY_WIDEN(I64, int64_t)
-    MGC_NPY_WIDEN(U8, uint8_t)
-    MGC_NPY_WIDEN(U16, uint16_t)
-#undef MGC_NPY_WIDEN
-  }
+  return llvm::Error::success();
 }
 
 std::string encodeNpy(NpyDType dtype, llvm::ArrayRef<int64_t> shape,

@@ -4,10 +4,10 @@
 #pragma once
 
 #include "runtime/Tensor.h"
+#include "support/InputFile.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
-#include "llvm/Support/MemoryBuffer.h"
 
 #include <memory>
 #include <optional>
@@ -30,28 +30,31 @@ std::optional<NpyDType> npyDTypeOf(ir::DType dtype);
 // f32; never f64 into f32).
 bool npyConvertsExactly(NpyDType from, ir::DType to);
 
-// A parsed array; the data stays in the (possibly memory-mapped) file buffer.
+// A parsed array; the data stays in the file, read as it is needed (a data
+// set may be larger than memory).
 struct NpyArray {
   NpyDType dtype = NpyDType::F32;
   ir::Shape shape;
-  std::shared_ptr<llvm::MemoryBuffer> buffer;
-  size_t dataOffset = 0;
-
+  InputFile file;
+  uint64_t dataOffset = 0;
   int64_t numel() const { return ir::numElements(shape).value_or(0); }
-  const char *data() const { return buffer->getBufferStart() + dataOffset; }
   std::string typeStr() const; // "f64[100, 784]"
 };
 
-// Parses a whole file held in `buffer`; `fileName` names it in errors.
-llvm::Expected<NpyArray> parseNpy(std::unique_ptr<llvm::MemoryBuffer> buffer,
+// Parses the header of `file` and checks that the data fills the rest.
+llvm::Expected<NpyArray> parseNpy(InputFile file);
+// The same for bytes in memory; `fileName` names them in errors.
+llvm::Expected<NpyArray> parseNpy(llvm::StringRef bytes,
                                   llvm::StringRef fileName);
 llvm::Expected<NpyArray> readNpy(llvm::StringRef path);
 
 // Copies `count` elements starting at element `first` of `array` into `dst`
 // from element `dstFirst` on, converting to dst's element type. The caller
-// has checked npyConvertsExactly and the bounds.
-void copyNpyElements(const NpyArray &array, int64_t first, int64_t count,
-                     Tensor &dst, int64_t dstFirst);
+// has checked npyConvertsExactly and the bounds; an error says the file was
+// cut short since it was parsed.
+[[nodiscard]] llvm::Error copyNpyElements(const NpyArray &array, int64_t first,
+                                          int64_t count, Tensor &dst,
+                                          int64_t dstFirst);
 
 // The bytes of a .npy file (version 1.0, or 2.0 when the header needs it).
 std::string encodeNpy(NpyDType dtype, llvm::ArrayRef<int64_t> shape,

@@ -1,6 +1,6 @@
 #include "runtime/DataTokens.h"
 
-#include "llvm/Support/MemoryBuffer.h"
+#include "support/InputFile.h"
 
 #include <cstring>
 
@@ -8,11 +8,16 @@ namespace mgc::runtime {
 
 namespace {
 
+size_t tokenBytesOf(TokenFileFormat format) {
+  return format == TokenFileFormat::U16   ? 2
+         : format == TokenFileFormat::I32 ? 4
+                                          : 1;
+}
+
 class TokenSource : public BatchSource {
 public:
   TokenSource(std::vector<InputSpec> inputs, TokenSourceOptions options,
-              std::unique_ptr<llvm::MemoryBuffer> file, int64_t numTokens,
-              int64_t batch, int64_t context)
+              InputFile file, int64_t numTokens, int64_t batch, int64_t context)
       : inputs_(std::move(inputs)), options_(std::move(options)),
         file_(std::move(file)), numTokens_(numTokens), batch_(batch),
         context_(context), windows_((numTokens - 1) / context) {}
@@ -33,8 +38,9 @@ public:
   llvm::Error next(Batch &out) override;
 
 private:
-  int64_t token(int64_t i) const {
-    const char *p = file_->getBufferStart();
+  size_t tokenBytes() const { return tokenBytesOf(options_.format); }
+  // Token i of the bytes `p` read from the file.
+  int64_t token(const char *p, int64_t i) const {
     switch (options_.format) {
     case TokenFileFormat::TextBytes:
       return static_cast<uint8_t>(p[i]);
@@ -60,7 +66,8 @@ private:
 
   std::vector<InputSpec> inputs_;
   TokenSourceOptions options_;
-  std::unique_ptr<llvm::MemoryBuffer> file_;
+  InputFile file_;
+  std::vector<char> window_; // the bytes of one window, read from the file
   int64_t numTokens_, batch_, context_, windows_;
   int64_t step_ = 0;
   int64_t permEpoch_ = -1;
@@ -89,8 +96,12 @@ llvm::Error TokenSource::next(Batch &out) {
       for (int64_t b = rows.begin; b < rows.end; ++b) {
         int64_t window = options_.shuffle ? perm_[first + b] : first + b;
         int64_t start = window * context_ + shift;
+        window_.resize(context_ * tokenBytes());
+        if (llvm::Error err = file_.read(start * tokenBytes(), window_.size(),
+                                         window_.data()))
+          return err;
         for (int64_t i = 0; i < context_; ++i) {
-          int64_t v = token(start + i);
+          int64_t v = token(window_.data(), i);
           if (v < 0 || (vocab > 0 && v >= vocab))
             return dataError(
                 "'" + options_.path + "': token " + llvm::Twine(v) +
@@ -169,15 +180,14 @@ makeTokenSource(std::vector<InputSpec> inputs, TokenSourceOptions options) {
     return dataError("vocabulary size " + llvm::Twine(options.vocabSize) +
                      " is negative");
 
-  auto buffer = llvm::MemoryBuffer::getFile(options.path, /*IsText=*/false,
-                                            /*RequiresNullTerminator=*/false);
-  if (!buffer)
-    return dataError("cannot read token file '" + options.path +
-                     "': " + buffer.getError().message());
-  size_t bytes = (*buffer)->getBufferSize();
-  size_t tokenBytes = options.format == TokenFileFormat::U16   ? 2
-                      : options.format == TokenFileFormat::I32 ? 4
-                                                               : 1;
+  llvm::Expected<InputFile> opened =
+      InputFile::open(options.path, options.format == TokenFileFormat::TextBytes
+                                        ? "text file"
+                                        : "token file");
+  if (!opened)
+    return opened.takeError();
+  size_t bytes = opened->size();
+  size_t tokenBytes = tokenBytesOf(options.format);
   if (bytes % tokenBytes)
     return dataError("token file '" + options.path + "' is " +
                      llvm::Twine(bytes) + " bytes, not a whole number of " +
@@ -191,7 +201,7 @@ makeTokenSource(std::vector<InputSpec> inputs, TokenSourceOptions options) {
                      llvm::Twine(context + 1) +
                      " tokens, fewer than one batch of " + llvm::Twine(batch));
   return std::unique_ptr<BatchSource>(std::make_unique<TokenSource>(
-      std::move(inputs), std::move(options), std::move(*buffer), numTokens,
+      std::move(inputs), std::move(options), std::move(*opened), numTokens,
       batch, context));
 }
 

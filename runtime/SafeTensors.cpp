@@ -1,9 +1,10 @@
 #include "runtime/SafeTensors.h"
 
 #include "support/AtomicFile.h"
+#include "support/InputFile.h"
+#include "support/Json.h"
 
 #include "llvm/Support/JSON.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
@@ -149,11 +150,12 @@ struct Entry {
   uint64_t begin, end;
 };
 
-// Validates one file; every error message starts with the file name.
+// Validates one file, then reads each tensor's bytes straight into it; every
+// error message starts with the file name.
 class Decoder {
 public:
-  Decoder(llvm::StringRef bytes, llvm::StringRef fileName)
-      : bytes_(bytes), fileName_(fileName) {}
+  explicit Decoder(const InputFile &file)
+      : file_(file), fileName_(file.path()) {}
 
   llvm::Expected<SafeTensorsContents> decode();
 
@@ -166,7 +168,7 @@ private:
   llvm::Error parseMetadata(const llvm::json::Value &value,
                             SafeTensorsContents &out);
 
-  llvm::StringRef bytes_;
+  const InputFile &file_;
   llvm::StringRef fileName_;
   std::vector<Entry> entries_;
 };
@@ -259,13 +261,17 @@ llvm::Error Decoder::parseEntry(llvm::StringRef name,
 }
 
 llvm::Expected<SafeTensorsContents> Decoder::decode() {
-  if (bytes_.size() < 8)
-    return fail("the file is " + llvm::Twine(bytes_.size()) +
+  uint64_t fileSize = file_.size();
+  if (fileSize < 8)
+    return fail("the file is " + llvm::Twine(fileSize) +
                 " bytes long, too short for the 8-byte header length");
+  unsigned char prefix[8];
+  if (llvm::Error err = file_.read(0, 8, prefix))
+    return err;
   uint64_t headerLen = 0;
   for (int i = 7; i >= 0; --i)
-    headerLen = (headerLen << 8) | static_cast<uint8_t>(bytes_[i]);
-  uint64_t rest = bytes_.size() - 8;
+    headerLen = (headerLen << 8) | prefix[i];
+  uint64_t rest = fileSize - 8;
   if (headerLen > rest)
     return fail("the header length " + llvm::Twine(headerLen) +
                 " exceeds the " + llvm::Twine(rest) +
@@ -273,10 +279,13 @@ llvm::Expected<SafeTensorsContents> Decoder::decode() {
   if (headerLen > kMaxHeaderBytes)
     return fail("the header length " + llvm::Twine(headerLen) +
                 " exceeds the limit of " + llvm::Twine(kMaxHeaderBytes));
-  llvm::StringRef header = bytes_.substr(8, headerLen);
+  std::string headerBytes(headerLen, '\0');
+  if (llvm::Error err = file_.read(8, headerLen, headerBytes.data()))
+    return err;
+  llvm::StringRef header = headerBytes;
   if (header.empty() || header.front() != '{')
     return fail("the header does not start with '{'");
-  llvm::Expected<llvm::json::Value> json = llvm::json::parse(header);
+  llvm::Expected<llvm::json::Value> json = parseJson(header);
   if (!json)
     return fail("the header is not valid JSON: " +
                 llvm::toString(json.takeError()));
@@ -322,11 +331,12 @@ llvm::Expected<SafeTensorsContents> Decoder::decode() {
     return fail(llvm::Twine(dataSize - cursor) +
                 " bytes after the last tensor belong to no tensor");
 
-  const char *data = bytes_.data() + 8 + headerLen;
+  uint64_t data = 8 + headerLen;
   for (const Entry &e : entries_) {
     Tensor tensor(ir::TensorType(e.dtype, e.shape));
-    if (tensor.nbytes())
-      std::memcpy(tensor.data(), data + e.begin, tensor.nbytes());
+    if (llvm::Error err =
+            file_.read(data + e.begin, tensor.nbytes(), tensor.data()))
+      return err;
     out.tensors.emplace(e.name, std::move(tensor));
   }
   return out;
@@ -334,17 +344,17 @@ llvm::Expected<SafeTensorsContents> Decoder::decode() {
 
 llvm::Expected<SafeTensorsContents>
 decodeSafeTensors(llvm::StringRef bytes, llvm::StringRef fileName) {
-  return Decoder(bytes, fileName).decode();
+  InputFile file =
+      InputFile::fromBytes(bytes.str(), fileName, "safetensors file");
+  return Decoder(file).decode();
 }
 
-llvm::Expected<SafeTensorsContents> loadSafeTensors(llvm::StringRef path) {
-  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                            /*RequiresNullTerminator=*/false);
-  if (!buffer)
-    return llvm::createStringError(buffer.getError(), "cannot read '%s': %s",
-                                   path.str().c_str(),
-                                   buffer.getError().message().c_str());
-  return decodeSafeTensors((*buffer)->getBuffer(), path);
+llvm::Expected<SafeTensorsContents> loadSafeTensors(llvm::StringRef path,
+                                                    llvm::StringRef what) {
+  llvm::Expected<InputFile> file = InputFile::open(path, what);
+  if (!file)
+    return file.takeError();
+  return Decoder(*file).decode();
 }
 
 } // namespace mgc::runtime

@@ -55,7 +55,9 @@ llvm::Expected<SafeTensorsContents> decodeSafeTensors(llvm::StringRef bytes,
 llvm::Error saveSafeTensors(llvm::StringRef path, const TensorMap &tensors,
                             const StringMap &metadata);
 
-// Reads and validates a file.
-llvm::Expected<SafeTensorsContents> loadSafeTensors(llvm::StringRef path);
+// Reads and validates a file; `what` names its role in errors.
+llvm::Expected<SafeTensorsContents>
+loadSafeTensors(llvm::StringRef path,
+                llvm::StringRef what = "safetensors file");
 
 } // namespace mgc::runtime

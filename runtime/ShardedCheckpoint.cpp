@@ -1,11 +1,12 @@
 #include "runtime/ShardedCheckpoint.h"
 
 #include "support/AtomicFile.h"
+#include "support/InputFile.h"
+#include "support/Json.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
 #include <cstring>
@@ -144,9 +145,18 @@ llvm::Error saveShardIndex(llvm::StringRef path,
 }
 
 bool isShardIndex(llvm::StringRef path) {
-  auto head = llvm::MemoryBuffer::getFileSlice(path, 1, 0);
-  return head && (*head)->getBufferSize() == 1 &&
-         (*head)->getBufferStart()[0] == '{';
+  // A safetensors file starts with its header's length, an index with '{'.
+  llvm::Expected<InputFile> file = InputFile::open(path, "checkpoint");
+  char first = 0;
+  if (!file) {
+    llvm::consumeError(file.takeError());
+    return false;
+  }
+  if (llvm::Error err = file->read(0, 1, &first)) {
+    llvm::consumeError(std::move(err));
+    return false;
+  }
+  return first == '{';
 }
 
 std::string slabEntriesToJson(const std::vector<SlabEntry> &entries) {
@@ -164,7 +174,7 @@ std::string slabEntriesToJson(const std::vector<SlabEntry> &entries) {
 
 llvm::Expected<std::vector<SlabEntry>>
 slabEntriesFromJson(llvm::StringRef text) {
-  llvm::Expected<llvm::json::Value> v = llvm::json::parse(text);
+  llvm::Expected<llvm::json::Value> v = parseJson(text);
   if (!v)
     return v.takeError();
   std::vector<SlabEntry> out;
@@ -188,15 +198,14 @@ slabEntriesFromJson(llvm::StringRef text) {
 }
 
 llvm::Expected<Checkpoint> loadShardedCheckpoint(llvm::StringRef indexPath) {
-  auto buffer = llvm::MemoryBuffer::getFile(indexPath);
-  if (!buffer)
-    return fail("cannot read '" + indexPath +
-                "': " + buffer.getError().message());
+  llvm::Expected<std::string> text =
+      readInputFile(indexPath, "checkpoint index", kMaxTextInputBytes);
+  if (!text)
+    return text.takeError();
   auto bad = [&](const llvm::Twine &why) {
     return fail("'" + indexPath + "' is not a valid checkpoint index: " + why);
   };
-  llvm::Expected<llvm::json::Value> json =
-      llvm::json::parse((*buffer)->getBuffer());
+  llvm::Expected<llvm::json::Value> json = parseJson(*text);
   if (!json)
     return bad(llvm::toString(json.takeError()));
   const llvm::json::Object *root = json->getAsObject();
@@ -231,7 +240,7 @@ llvm::Expected<Checkpoint> loadShardedCheckpoint(llvm::StringRef indexPath) {
                  "' is not a file name beside the index");
     llvm::SmallString<256> path(folder);
     llvm::sys::path::append(path, file);
-    auto loaded = loadSafeTensors(path);
+    auto loaded = loadSafeTensors(path, "checkpoint shard");
     if (!loaded)
       return loaded.takeError();
     return &shards.emplace(file, std::move(*loaded)).first->second;

@@ -1,4 +1,5 @@
 #include "support/Diagnostics.h"
+#include "support/InputFile.h"
 
 #include "llvm/Support/MemoryBuffer.h"
 
@@ -16,17 +17,13 @@ const char *DiagnosticEngine::addSource(llvm::StringRef fileName,
 
 bool DiagnosticEngine::addSourceFile(llvm::StringRef fileName,
                                      std::string *textOut) {
-  auto buffer =
-      fileName == "-"
-          ? llvm::MemoryBuffer::getSTDIN()
-          : llvm::MemoryBuffer::getFile(fileName, /*IsText=*/true,
-                                        /*RequiresNullTerminator=*/true);
-  if (!buffer) {
-    error(llvm::Twine("cannot read '") + fileName +
-          "': " + buffer.getError().message());
+  llvm::Expected<std::string> read =
+      readInputFile(fileName, "input file", kMaxTextInputBytes);
+  if (!read) {
+    error(llvm::toString(read.takeError()));
     return false;
   }
-  llvm::StringRef text = (*buffer)->getBuffer();
+  llvm::StringRef text = *read;
   if (textOut)
     *textOut = text.str();
   addSource(fileName == "-" ? "<stdin>" : fileName, text);

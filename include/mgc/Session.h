@@ -236,6 +236,9 @@ public:
   Status setParameter(const std::string &name, const Tensor &value);
   // Steps completed so far (restored by loadCheckpoint).
   int64_t stepCount() const;
+  // The run's seed: SessionOptions::seed, or the seed of the run that saved
+  // the checkpoint loadCheckpoint loaded (data shuffles follow it).
+  uint64_t seed() const;
 
   // On a mesh: per device (by index), its communication over the steps run
   // so far. With several processes every rank calls it and gets every

@@ -11,8 +11,8 @@
 #include "backend/cuda/CudaDevice.h"
 #endif
 
+#include "support/InputFile.h"
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/Support/MemoryBuffer.h"
 
 #include <cmath>
 #include <cstring>
@@ -173,10 +173,14 @@ Session::~Session() = default;
 namespace {
 
 bool looksLikeExecutable(const std::string &path) {
-  auto buffer = llvm::MemoryBuffer::getFile(path);
-  if (!buffer)
+  llvm::Expected<InputFile> file = InputFile::open(path, "model file");
+  char magic[4];
+  if (!file || file->size() < 4 || llvm::errorToBool(file->read(0, 4, magic))) {
+    if (!file)
+      llvm::consumeError(file.takeError());
     return llvm::StringRef(path).endswith(".mgx");
-  return (*buffer)->getBuffer().startswith("mgx ");
+  }
+  return llvm::StringRef(magic, 4) == "mgx ";
 }
 
 std::vector<TensorInfo> infos(const ir::Module &m, ir::ValueKind kind) {
@@ -565,6 +569,8 @@ Status Session::setParameter(const std::string &name, const Tensor &value) {
 }
 
 int64_t Session::stepCount() const { return session::stepCount(*impl_); }
+
+uint64_t Session::seed() const { return impl_->seed; }
 
 Result<std::vector<DeviceCommunication>> Session::communication() const {
   if (!impl_->meshRunner)

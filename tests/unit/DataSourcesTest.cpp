@@ -235,7 +235,7 @@ TEST_CASE("data: npy files that do not fit the model are named") {
   // Missing, short and corrupt files.
   err = arrayError(rowInputs(4),
                    {{"x", dir.file("missing.npy")}, {"y", dir.file("y.npy")}});
-  CHECK(err.find("cannot read '") != std::string::npos);
+  CHECK(err.find("cannot read .npy file '") != std::string::npos);
   CHECK(err.find("missing.npy") != std::string::npos);
   std::string bytes = readBytes(dir.file("x.npy"));
   writeBytes(dir.file("short.npy"), bytes.substr(0, bytes.size() - 3));

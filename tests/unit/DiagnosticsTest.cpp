@@ -71,5 +71,5 @@ TEST_CASE("a file that cannot be read is an error naming it") {
   DiagnosticEngine diag(os);
   CHECK(!diag.addSourceFile("/nonexistent/dir/model.mg"));
   os.flush();
-  CHECK(out.find("cannot read '/nonexistent/dir/model.mg'") != std::string::npos);
+  CHECK(out.find("cannot read input file '/nonexistent/dir/model.mg'") != std::string::npos);
 }

@@ -207,6 +207,6 @@ TEST_CASE("safetensors: names the writer refuses, files that are missing") {
   llvm::Expected<SafeTensorsContents> missing =
       loadSafeTensors(dir.file("nope.safetensors"));
   std::string err = errorText(missing);
-  CHECK(err.find("cannot read '") != std::string::npos);
+  CHECK(err.find("cannot read safetensors file '") != std::string::npos);
   CHECK(err.find("nope.safetensors") != std::string::npos);
 }

@@ -79,8 +79,8 @@ TEST_CASE("cluster: the samples read, and bad files are refused naming the "
   CHECK(!Cluster::parse("c.json", "{\"devices\": [1,", error));
   CHECK(error.rfind("c.json: not JSON: ", 0) == 0);
   CHECK(!Cluster::read("/dev/zero", error));
-  CHECK(error == "/dev/zero: expected a cluster description, a JSON file of "
-                 "at most 16 MiB");
+  CHECK(error == "cannot read cluster description '/dev/zero': it is a "
+                 "character device, not a regular file");
 }
 
 TEST_CASE("cost model: a GPT's layers and their FLOPs") {

@@ -472,13 +472,11 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
   if (args->has("--resume")) {
     // The run continues with the checkpoint's seed (the session adopts it),
     // so its data follows the same shuffle as the run that saved it.
-    if (auto saved = checkpointSeed(args->get("--resume"))) {
-      if (args->has("--seed") && *saved != data.seed)
-        llvm::errs() << "mgc run: warning: --seed " << data.seed
-                     << " ignored: '" << args->get("--resume")
-                     << "' continues a run with seed " << *saved << "\n";
-      data.seed = *saved;
-    }
+    if (args->has("--seed") && s.seed() != data.seed)
+      llvm::errs() << "mgc run: warning: --seed " << data.seed << " ignored: '"
+                   << args->get("--resume") << "' continues a run with seed "
+                   << s.seed() << "\n";
+    data.seed = s.seed();
   }
 
   auto setup = makeDataSource(s.inputs(), facts, data);

@@ -6,11 +6,8 @@
 #include "runtime/DataPrefetch.h"
 #include "runtime/DataSynthetic.h"
 #include "runtime/DataTokens.h"
-#include "runtime/ShardedCheckpoint.h"
 
 #include "llvm/ADT/StringRef.h"
-#include "llvm/Support/JSON.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstring>
@@ -143,49 +140,6 @@ ModelFacts inspectModel(const std::string &path,
     if (auto *s = std::get_if<std::string>(v))
       facts.trainPrecision = *s;
   return facts;
-}
-
-std::optional<uint64_t> checkpointSeed(const std::string &path) {
-  // An index of shards (runtime/ShardedCheckpoint.h) is JSON whose
-  // "metadata" holds the strings; a safetensors file has an 8-byte
-  // little-endian header length, then the JSON header whose "__metadata__"
-  // holds them.
-  bool index = runtime::isShardIndex(path);
-  std::unique_ptr<llvm::MemoryBuffer> header;
-  if (index) {
-    auto file = llvm::MemoryBuffer::getFile(path);
-    if (!file || (*file)->getBufferSize() > (100u << 20))
-      return std::nullopt;
-    header = std::move(*file);
-  } else {
-    auto head = llvm::MemoryBuffer::getFileSlice(path, 8, 0);
-    if (!head || (*head)->getBufferSize() != 8)
-      return std::nullopt;
-    uint64_t length = 0;
-    for (int i = 7; i >= 0; --i)
-      length = length << 8 | static_cast<uint8_t>((*head)->getBufferStart()[i]);
-    if (length == 0 || length > (100u << 20))
-      return std::nullopt;
-    auto slice = llvm::MemoryBuffer::getFileSlice(path, length, 8);
-    if (!slice)
-      return std::nullopt;
-    header = std::move(*slice);
-  }
-  auto json = llvm::json::parse(header->getBuffer());
-  if (!json) {
-    llvm::consumeError(json.takeError());
-    return std::nullopt;
-  }
-  const llvm::json::Object *root = json->getAsObject();
-  const llvm::json::Object *meta =
-      root ? root->getObject(index ? "metadata" : "__metadata__") : nullptr;
-  llvm::Optional<llvm::StringRef> seed;
-  if (meta)
-    seed = meta->getString("seed");
-  unsigned long long value;
-  if (!seed || seed->getAsInteger(10, value))
-    return std::nullopt;
-  return value;
 }
 
 Tensor toSessionTensor(const runtime::Tensor &t) {

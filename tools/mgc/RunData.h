@@ -65,10 +65,6 @@ llvm::Expected<DataSetup> makeDataSource(const std::vector<TensorInfo> &inputs,
                                          const ModelFacts &facts,
                                          const DataChoice &choice);
 
-// The seed recorded in a checkpoint's metadata (read from its header only),
-// or nullopt when the file has none or cannot be read (loading reports why).
-std::optional<uint64_t> checkpointSeed(const std::string &path);
-
 // A batch tensor in the session's tensor type (the same bytes).
 Tensor toSessionTensor(const runtime::Tensor &t);
 
