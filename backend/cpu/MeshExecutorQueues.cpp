@@ -52,18 +52,30 @@ MeshDevice::MeshDevice(int64_t index, std::unique_ptr<CpuExecutor> executor,
     if (wait < n)
       needDone_[wait] = std::max(needDone_[wait], ticket + 1);
   }
-  compute_ = std::thread([this] { computeLoop(); });
-  comm_ = std::thread([this] { commLoop(); });
+  // A refused thread: the one started is stopped and joined before the
+  // std::system_error goes on (a joinable std::thread destroyed by the
+  // unwinding would end the process).
+  try {
+    compute_ = std::thread([this] { computeLoop(); });
+    comm_ = std::thread([this] { commLoop(); });
+  } catch (...) {
+    stopQueues();
+    throw;
+  }
 }
 
-MeshDevice::~MeshDevice() {
+MeshDevice::~MeshDevice() { stopQueues(); }
+
+void MeshDevice::stopQueues() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;
   }
   cv_.notify_all();
-  compute_.join();
-  comm_.join();
+  if (compute_.joinable())
+    compute_.join();
+  if (comm_.joinable())
+    comm_.join();
 }
 
 void MeshDevice::start(std::function<void()> done) {

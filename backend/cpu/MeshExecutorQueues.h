@@ -91,6 +91,7 @@ public:
 
 private:
   void computeLoop();
+  void stopQueues(); // wakes, stops and joins both queues
   void commLoop();
   void runProgram();
   void traceOp(size_t step, TraceEvent::Queue queue, double start, double end,

@@ -11,11 +11,21 @@ unsigned hardwareThreads() {
 }
 
 ThreadPool::ThreadPool(unsigned threads) {
-  for (unsigned i = 1; i < std::max(1u, threads); ++i)
-    workers_.emplace_back([this] { workerLoop(); });
+  // When the system refuses a thread, the ones started are stopped and
+  // joined before the std::system_error goes on: a joinable std::thread
+  // destroyed by the unwinding would end the process.
+  try {
+    for (unsigned i = 1; i < std::max(1u, threads); ++i)
+      workers_.emplace_back([this] { workerLoop(); });
+  } catch (...) {
+    stopWorkers();
+    throw;
+  }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stopWorkers(); }
+
+void ThreadPool::stopWorkers() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;
@@ -23,6 +33,7 @@ ThreadPool::~ThreadPool() {
   wake_.notify_all();
   for (std::thread &t : workers_)
     t.join();
+  workers_.clear();
 }
 
 void ThreadPool::runChunks() {

@@ -34,6 +34,7 @@ public:
 private:
   void workerLoop();
   void runChunks();
+  void stopWorkers(); // wakes, stops and joins every worker
 
   std::vector<std::thread> workers_;
   std::mutex mutex_;

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 namespace mgc::backend::cuda {
@@ -130,8 +131,20 @@ CudaMesh::run(const std::vector<NamedTensors> &arguments,
     }
   };
   std::vector<std::thread> threads;
-  for (size_t k = 0; k < n; ++k)
-    threads.emplace_back(runDevice, k);
+  try {
+    for (size_t k = 0; k < n; ++k)
+      threads.emplace_back(runDevice, k);
+  } catch (const std::system_error &e) {
+    // The devices started wait for the others in their collectives.
+    im.comms->abort(std::string("the device threads did not start: ") +
+                    e.what());
+    for (std::thread &t : threads)
+      t.join();
+    im.comms->reset();
+    diag.error(context.str() +
+               "cannot start the devices' threads: " + e.what());
+    return failure();
+  }
   for (std::thread &t : threads)
     t.join();
 

@@ -1,6 +1,7 @@
 // Sessions in a job of several processes: which process group a session
 // joins (SessionOptions::processes and the launcher's variables), and the
 // start-up check that every rank compiled the same plan.
+#include "runtime/session/Guarded.h"
 #include "runtime/session/SessionImpl.h"
 
 #include "backend/FaultInjection.h"
@@ -154,16 +155,18 @@ std::pair<int64_t, int64_t> Session::inputRows(const std::string &name) const {
 }
 
 Result<bool> Session::anyRank(bool flag) const {
-  if (!impl_->processes || impl_->processes->size() <= 1)
-    return flag;
-  std::vector<std::string> all;
-  std::string error;
-  if (failed(impl_->processes->allGather(flag ? "1" : "0", all, error)))
-    return Status::error("error: " + error);
-  for (const std::string &f : all)
-    if (f == "1")
-      return true;
-  return false;
+  return session::guarded("agreeing across processes", [&]() -> Result<bool> {
+    if (!impl_->processes || impl_->processes->size() <= 1)
+      return flag;
+    std::vector<std::string> all;
+    std::string error;
+    if (failed(impl_->processes->allGather(flag ? "1" : "0", all, error)))
+      return Status::error("error: " + error);
+    for (const std::string &f : all)
+      if (f == "1")
+        return true;
+    return false;
+  });
 }
 
 void Session::abortJob(int exitCode) {

@@ -1,6 +1,7 @@
 // mgc::Session: creation from a model file or an executable, feeding
 // inputs, training steps, forward runs and parameter access on the CPU
 // backend.
+#include "runtime/session/Guarded.h"
 #include "runtime/session/SessionImpl.h"
 
 #include "frontend/Frontend.h"
@@ -275,152 +276,159 @@ std::string readOptimizerName(const ir::Module &step) {
 
 Result<std::unique_ptr<Session>>
 Session::create(const std::string &path, const SessionOptions &options) {
-  auto impl = std::make_unique<Impl>();
-  impl->seed = options.seed;
-  DiagnosticCollector c;
-  DiagnosticEngine &diag = c.diag();
-  FailureOr<bool> onCuda = chooseCuda(options, diag);
-  if (onCuda.failed())
-    return c.status();
-  if (looksLikeExecutable(path)) {
-    if (!options.defines.empty() || !options.train.empty() ||
-        !options.mesh.empty() || options.zero != 0 || options.accumulate != 1 ||
-        !options.precision.empty()) {
-      diag.error("'" + path +
-                 "' is a compiled executable: defines, training settings, "
-                 "meshes and accumulation apply to model files (.mg) only");
-      return c.status();
-    }
-    auto exe = backend::readExecutableFile(path, diag);
-    if (!exe)
-      return c.status();
-    impl->modelHash = session::executableModelHash(*exe->module);
-    if (!exe->module->graph().updates().empty()) {
-      if (!exe->module->graph().lossOutput()) {
-        diag.error("'" + path + "' has updates but no loss output");
-        return c.status();
-      }
-      impl->forwardExe = session::forwardFromStep(*exe->module, diag);
-      if (!impl->forwardExe)
-        return c.status();
-      impl->stepExe = std::move(exe);
-    } else {
-      impl->forwardExe = std::move(exe);
-    }
-  } else {
-    frontend::CompileOptions compile;
-    compile.defines = options.defines;
-    compile.warnUnused = false;
-    auto module = frontend::compileModelFile(path, compile, diag);
-    if (!module || diag.hasErrors())
-      return c.status();
-    impl->sourceName = path;
-    impl->sourceText = diag.sourceText(path).str();
-    if (failed(session::applyTrainOverrides(*module, options.train, diag)) ||
-        failed(session::applyPrecision(*module, options.precision, diag)))
-      return c.status();
-    auto processes = session::jobProcesses(options, diag);
-    if (processes.failed())
-      return c.status();
-    impl->processes = *processes;
-    if (!options.mesh.empty() || options.accumulate != 1) {
-      std::string error;
-      std::optional<ir::Mesh> mesh = options.mesh.empty()
-                                         ? std::optional<ir::Mesh>(ir::Mesh())
-                                         : ir::Mesh::parse(options.mesh, error);
-      if (!mesh) {
-        diag.error("mesh '" + options.mesh + "': " + error);
-        return c.status();
-      }
-      module->attrs().set(session::kModelHashAttr, session::modelHash(*module));
-      auto config = session::meshConfig(*mesh, *module, options, diag);
-      if (config.failed())
-        return c.status();
-      impl->meshText = config->mesh.str();
-      auto meshStep = session::buildMeshStep(*module, *config, diag);
-      if (meshStep.failed() ||
-          failed(session::checkSamePlan(*meshStep, impl->processes,
-                                        options.seed, diag)))
-        return c.status();
-      auto devices =
-          session::meshDevices(options, *onCuda, impl->processes, diag);
-      if (devices.failed())
-        return c.status();
-      impl->meshRunner = session::MeshRunner::create(
-          std::move(*meshStep), *devices, impl->processes, diag);
-      if (!impl->meshRunner)
-        return c.status();
-    } else if (options.zero != 0) {
-      diag.error("ZeRO (zero = " + std::to_string(options.zero) +
-                 ") needs a mesh with a dp axis");
-      return c.status();
-    }
-    bool onMesh = impl->meshRunner != nullptr;
-    auto exes =
-        session::buildModelExecutables(std::move(module), diag, !onMesh);
-    if (exes.failed())
-      return c.status();
-    impl->stepExe = std::move(exes->step);
-    impl->forwardExe = std::move(exes->forward);
-    impl->modelHash = session::executableModelHash(*impl->forwardExe->module);
-  }
+  return session::guarded(
+      "setting up the session", [&]() -> Result<std::unique_ptr<Session>> {
+        auto impl = std::make_unique<Impl>();
+        impl->seed = options.seed;
+        DiagnosticCollector c;
+        DiagnosticEngine &diag = c.diag();
+        FailureOr<bool> onCuda = chooseCuda(options, diag);
+        if (onCuda.failed())
+          return c.status();
+        if (looksLikeExecutable(path)) {
+          if (!options.defines.empty() || !options.train.empty() ||
+              !options.mesh.empty() || options.zero != 0 ||
+              options.accumulate != 1 || !options.precision.empty()) {
+            diag.error(
+                "'" + path +
+                "' is a compiled executable: defines, training settings, "
+                "meshes and accumulation apply to model files (.mg) only");
+            return c.status();
+          }
+          auto exe = backend::readExecutableFile(path, diag);
+          if (!exe)
+            return c.status();
+          impl->modelHash = session::executableModelHash(*exe->module);
+          if (!exe->module->graph().updates().empty()) {
+            if (!exe->module->graph().lossOutput()) {
+              diag.error("'" + path + "' has updates but no loss output");
+              return c.status();
+            }
+            impl->forwardExe = session::forwardFromStep(*exe->module, diag);
+            if (!impl->forwardExe)
+              return c.status();
+            impl->stepExe = std::move(exe);
+          } else {
+            impl->forwardExe = std::move(exe);
+          }
+        } else {
+          frontend::CompileOptions compile;
+          compile.defines = options.defines;
+          compile.warnUnused = false;
+          auto module = frontend::compileModelFile(path, compile, diag);
+          if (!module || diag.hasErrors())
+            return c.status();
+          impl->sourceName = path;
+          impl->sourceText = diag.sourceText(path).str();
+          if (failed(
+                  session::applyTrainOverrides(*module, options.train, diag)) ||
+              failed(session::applyPrecision(*module, options.precision, diag)))
+            return c.status();
+          auto processes = session::jobProcesses(options, diag);
+          if (processes.failed())
+            return c.status();
+          impl->processes = *processes;
+          if (!options.mesh.empty() || options.accumulate != 1) {
+            std::string error;
+            std::optional<ir::Mesh> mesh =
+                options.mesh.empty() ? std::optional<ir::Mesh>(ir::Mesh())
+                                     : ir::Mesh::parse(options.mesh, error);
+            if (!mesh) {
+              diag.error("mesh '" + options.mesh + "': " + error);
+              return c.status();
+            }
+            module->attrs().set(session::kModelHashAttr,
+                                session::modelHash(*module));
+            auto config = session::meshConfig(*mesh, *module, options, diag);
+            if (config.failed())
+              return c.status();
+            impl->meshText = config->mesh.str();
+            auto meshStep = session::buildMeshStep(*module, *config, diag);
+            if (meshStep.failed() ||
+                failed(session::checkSamePlan(*meshStep, impl->processes,
+                                              options.seed, diag)))
+              return c.status();
+            auto devices =
+                session::meshDevices(options, *onCuda, impl->processes, diag);
+            if (devices.failed())
+              return c.status();
+            impl->meshRunner = session::MeshRunner::create(
+                std::move(*meshStep), *devices, impl->processes, diag);
+            if (!impl->meshRunner)
+              return c.status();
+          } else if (options.zero != 0) {
+            diag.error("ZeRO (zero = " + std::to_string(options.zero) +
+                       ") needs a mesh with a dp axis");
+            return c.status();
+          }
+          bool onMesh = impl->meshRunner != nullptr;
+          auto exes =
+              session::buildModelExecutables(std::move(module), diag, !onMesh);
+          if (exes.failed())
+            return c.status();
+          impl->stepExe = std::move(exes->step);
+          impl->forwardExe = std::move(exes->forward);
+          impl->modelHash =
+              session::executableModelHash(*impl->forwardExe->module);
+        }
 
-  backend::cpu::CpuOptions cpu;
-  cpu.threads =
-      options.threads > 0 ? static_cast<unsigned>(options.threads) : 0;
+        backend::cpu::CpuOptions cpu;
+        cpu.threads =
+            options.threads > 0 ? static_cast<unsigned>(options.threads) : 0;
 #if MGC_HAVE_CUDA
-  backend::cuda::CudaOptions cudaOptions;
-  cudaOptions.graph = options.cudaGraph;
-  if (*onCuda && impl->stepExe) {
-    impl->cudaStep =
-        backend::cuda::CudaExecutor::create(*impl->stepExe, cudaOptions, diag);
-    if (!impl->cudaStep)
-      return c.status();
-  }
-  if (*onCuda) {
-    impl->cudaForward = backend::cuda::CudaExecutor::create(
-        *impl->forwardExe, backend::cuda::CudaOptions(), diag);
-    if (!impl->cudaForward)
-      return c.status();
-  }
+        backend::cuda::CudaOptions cudaOptions;
+        cudaOptions.graph = options.cudaGraph;
+        if (*onCuda && impl->stepExe) {
+          impl->cudaStep = backend::cuda::CudaExecutor::create(
+              *impl->stepExe, cudaOptions, diag);
+          if (!impl->cudaStep)
+            return c.status();
+        }
+        if (*onCuda) {
+          impl->cudaForward = backend::cuda::CudaExecutor::create(
+              *impl->forwardExe, backend::cuda::CudaOptions(), diag);
+          if (!impl->cudaForward)
+            return c.status();
+        }
 #endif
-  if (impl->stepExe) {
-    if (!*onCuda)
-      impl->stepRunner =
-          backend::cpu::CpuExecutor::create(*impl->stepExe, cpu, diag);
-    if (!*onCuda && !impl->stepRunner)
-      return c.status();
-    impl->main = impl->stepExe->module.get();
-    impl->optimizer = readOptimizerName(*impl->main);
-  } else if (impl->meshRunner) {
-    impl->main = impl->meshRunner->step().sharded.get();
-    impl->optimizer = readOptimizerName(*impl->main);
-  } else {
-    impl->main = impl->forwardExe->module.get();
-  }
-  impl->cpu = cpu;
-  if (!*onCuda && !impl->meshRunner) {
-    impl->forwardRunner =
-        backend::cpu::CpuExecutor::create(*impl->forwardExe, cpu, diag);
-    if (!impl->forwardRunner)
-      return c.status();
-  }
+        if (impl->stepExe) {
+          if (!*onCuda)
+            impl->stepRunner =
+                backend::cpu::CpuExecutor::create(*impl->stepExe, cpu, diag);
+          if (!*onCuda && !impl->stepRunner)
+            return c.status();
+          impl->main = impl->stepExe->module.get();
+          impl->optimizer = readOptimizerName(*impl->main);
+        } else if (impl->meshRunner) {
+          impl->main = impl->meshRunner->step().sharded.get();
+          impl->optimizer = readOptimizerName(*impl->main);
+        } else {
+          impl->main = impl->forwardExe->module.get();
+        }
+        impl->cpu = cpu;
+        if (!*onCuda && !impl->meshRunner) {
+          impl->forwardRunner =
+              backend::cpu::CpuExecutor::create(*impl->forwardExe, cpu, diag);
+          if (!impl->forwardRunner)
+            return c.status();
+        }
 
-  // Parameters and state from their initialisers, as every backend does;
-  // on a mesh each device makes only its parts (the host keeps the step
-  // counter).
-  for (const auto &arg : impl->main->graph().arguments())
-    if (arg->isPersistent() &&
-        (!impl->meshRunner || arg->name() == passes::kStepStateName))
-      impl->persistent.emplace(
-          arg->name(),
-          runtime::Tensor::fromHost(ir::initParameter(*arg, options.seed)));
-  if (impl->meshRunner) {
-    if (failed(impl->meshRunner->initialize(options.seed, diag)))
-      return c.status();
-    impl->deviceCurrent = impl->hostStale = true;
-  }
-  return std::unique_ptr<Session>(new Session(std::move(impl)));
+        // Parameters and state from their initialisers, as every backend does;
+        // on a mesh each device makes only its parts (the host keeps the step
+        // counter).
+        for (const auto &arg : impl->main->graph().arguments())
+          if (arg->isPersistent() &&
+              (!impl->meshRunner || arg->name() == passes::kStepStateName))
+            impl->persistent.emplace(
+                arg->name(), runtime::Tensor::fromHost(
+                                 ir::initParameter(*arg, options.seed)));
+        if (impl->meshRunner) {
+          if (failed(impl->meshRunner->initialize(options.seed, diag)))
+            return c.status();
+          impl->deviceCurrent = impl->hostStale = true;
+        }
+        return std::unique_ptr<Session>(new Session(std::move(impl)));
+      });
 }
 
 std::vector<TensorInfo> Session::inputs() const {
@@ -453,88 +461,100 @@ static std::string checkFeed(const Session::Impl &impl,
 }
 
 Status Session::feed(const std::string &input, Tensor value) {
-  std::string error = checkFeed(*impl_, input, value);
-  if (!error.empty())
-    return Status::error(error);
-  impl_->fed.insert_or_assign(input, toRuntime(value));
-  // A value copied in ahead for this step is replaced.
-  impl_->fedStaged = false;
-  return Status::ok();
+  return session::guarded("feeding an input", [&]() -> Status {
+    std::string error = checkFeed(*impl_, input, value);
+    if (!error.empty())
+      return Status::error(error);
+    impl_->fed.insert_or_assign(input, toRuntime(value));
+    // A value copied in ahead for this step is replaced.
+    impl_->fedStaged = false;
+    return Status::ok();
+  });
 }
 
 Status Session::feedNext(const std::string &input, Tensor value) {
-  std::string error = checkFeed(*impl_, input, value);
-  if (!error.empty())
-    return Status::error(error);
-  impl_->fedNext.insert_or_assign(input, toRuntime(value));
-  return Status::ok();
+  return session::guarded("feeding an input", [&]() -> Status {
+    std::string error = checkFeed(*impl_, input, value);
+    if (!error.empty())
+      return Status::error(error);
+    impl_->fedNext.insert_or_assign(input, toRuntime(value));
+    return Status::ok();
+  });
 }
 
 Result<StepResult> Session::step() {
-  if (!impl_->stepExe && !impl_->meshRunner)
-    return Status::error(
-        "error: the model has no training step (it has no loss output, or "
-        "the session was made from a forward-only executable); use forward()");
-  DiagnosticCollector c(impl_.get());
-  session::MeshRunner *mesh = impl_->meshRunner.get();
-  auto args = gatherArguments(*impl_->main, *impl_, c.diag(), mesh != nullptr);
-  if (args.failed())
-    return c.status();
-  if (failed(session::injectFault(*impl_, session::stepCount(*impl_) + 1,
-                                  c.diag())))
-    return c.status();
-  if (mesh && !impl_->deviceCurrent) {
-    // Changed on the host since the last step: cut the devices' parts anew.
-    if (failed(mesh->load(impl_->persistent, c.diag())))
+  return session::guarded("the training step", [&]() -> Result<StepResult> {
+    if (!impl_->stepExe && !impl_->meshRunner)
+      return Status::error(
+          "error: the model has no training step (it has no loss output, or "
+          "the session was made from a forward-only executable); use "
+          "forward()");
+    DiagnosticCollector c(impl_.get());
+    session::MeshRunner *mesh = impl_->meshRunner.get();
+    auto args =
+        gatherArguments(*impl_->main, *impl_, c.diag(), mesh != nullptr);
+    if (args.failed())
       return c.status();
-    impl_->deviceCurrent = true;
-  }
-  bool nextStaged = false;
-  auto run =
-      mesh
-          ? mesh->run(*args, c.diag(),
-                      "step " + std::to_string(session::stepCount(*impl_) + 1) +
-                          ", ")
-          : session::runProgram(*impl_, true, *args, c.diag(), &impl_->fedNext,
-                                &nextStaged);
-  if (run.failed())
-    return c.status();
-  if (mesh)
-    session::dropHostCopies(*impl_);
-  for (auto &[name, t] : impl_->fedNext)
-    impl_->fed.insert_or_assign(name, std::move(t));
-  impl_->fedNext.clear();
-  impl_->fedStaged = nextStaged;
-  for (auto &[name, t] : run->updates)
-    impl_->persistent.insert_or_assign(name, std::move(t));
-  StepResult result;
-  result.step = session::stepCount(*impl_);
-  const ir::Output *loss = impl_->main->graph().lossOutput();
-  for (const auto &[name, t] : run->outputs) {
-    if (t.numel() != 1 || !t.shape().empty())
-      continue;
-    if (loss && name == loss->name)
-      result.loss = t.get(0);
-    else
-      result.metrics[name] = t.get(0);
-  }
-  return result;
+    if (failed(session::injectFault(*impl_, session::stepCount(*impl_) + 1,
+                                    c.diag())))
+      return c.status();
+    if (mesh && !impl_->deviceCurrent) {
+      // Changed on the host since the last step: cut the devices' parts anew.
+      if (failed(mesh->load(impl_->persistent, c.diag())))
+        return c.status();
+      impl_->deviceCurrent = true;
+    }
+    bool nextStaged = false;
+    auto run =
+        mesh ? mesh->run(*args, c.diag(),
+                         "step " +
+                             std::to_string(session::stepCount(*impl_) + 1) +
+                             ", ")
+             : session::runProgram(*impl_, true, *args, c.diag(),
+                                   &impl_->fedNext, &nextStaged);
+    if (run.failed())
+      return c.status();
+    if (mesh)
+      session::dropHostCopies(*impl_);
+    for (auto &[name, t] : impl_->fedNext)
+      impl_->fed.insert_or_assign(name, std::move(t));
+    impl_->fedNext.clear();
+    impl_->fedStaged = nextStaged;
+    for (auto &[name, t] : run->updates)
+      impl_->persistent.insert_or_assign(name, std::move(t));
+    StepResult result;
+    result.step = session::stepCount(*impl_);
+    const ir::Output *loss = impl_->main->graph().lossOutput();
+    for (const auto &[name, t] : run->outputs) {
+      if (t.numel() != 1 || !t.shape().empty())
+        continue;
+      if (loss && name == loss->name)
+        result.loss = t.get(0);
+      else
+        result.metrics[name] = t.get(0);
+    }
+    return result;
+  });
 }
 
 Result<std::map<std::string, Tensor>> Session::forward() {
-  DiagnosticCollector c(impl_.get());
-  if (failed(session::syncHost(*impl_, c.diag())))
-    return c.status();
-  auto args = gatherArguments(*impl_->forwardExe->module, *impl_, c.diag());
-  if (args.failed())
-    return c.status();
-  auto run = session::runProgram(*impl_, false, *args, c.diag());
-  if (run.failed())
-    return c.status();
-  std::map<std::string, Tensor> out;
-  for (const auto &[name, t] : run->outputs)
-    out.emplace(name, fromRuntime(t));
-  return out;
+  return session::guarded(
+      "the forward pass", [&]() -> Result<std::map<std::string, Tensor>> {
+        DiagnosticCollector c(impl_.get());
+        if (failed(session::syncHost(*impl_, c.diag())))
+          return c.status();
+        auto args =
+            gatherArguments(*impl_->forwardExe->module, *impl_, c.diag());
+        if (args.failed())
+          return c.status();
+        auto run = session::runProgram(*impl_, false, *args, c.diag());
+        if (run.failed())
+          return c.status();
+        std::map<std::string, Tensor> out;
+        for (const auto &[name, t] : run->outputs)
+          out.emplace(name, fromRuntime(t));
+        return out;
+      });
 }
 
 Result<Tensor> Session::parameter(const std::string &name) const {
@@ -549,23 +569,25 @@ Result<Tensor> Session::parameter(const std::string &name) const {
 }
 
 Status Session::setParameter(const std::string &name, const Tensor &value) {
-  const ir::Value *v =
-      session::findArgument(*impl_, name, ir::ValueKind::Param);
-  if (!v)
-    return Status::error("error: the model has no parameter '" + name +
-                         "'; its parameters are " +
-                         listNames(*impl_->main, ir::ValueKind::Param));
-  std::string want = v->type().str();
-  std::string got = typeString(value.dtype(), value.shape());
-  if (want != got)
-    return Status::error("error: parameter '" + name + "' is " + want +
-                         ", got " + got);
-  DiagnosticCollector c(impl_.get());
-  if (failed(session::syncHost(*impl_, c.diag())))
-    return c.status();
-  impl_->persistent.insert_or_assign(name, toRuntime(value));
-  session::hostChanged(*impl_);
-  return Status::ok();
+  return session::guarded("setting a parameter", [&]() -> Status {
+    const ir::Value *v =
+        session::findArgument(*impl_, name, ir::ValueKind::Param);
+    if (!v)
+      return Status::error("error: the model has no parameter '" + name +
+                           "'; its parameters are " +
+                           listNames(*impl_->main, ir::ValueKind::Param));
+    std::string want = v->type().str();
+    std::string got = typeString(value.dtype(), value.shape());
+    if (want != got)
+      return Status::error("error: parameter '" + name + "' is " + want +
+                           ", got " + got);
+    DiagnosticCollector c(impl_.get());
+    if (failed(session::syncHost(*impl_, c.diag())))
+      return c.status();
+    impl_->persistent.insert_or_assign(name, toRuntime(value));
+    session::hostChanged(*impl_);
+    return Status::ok();
+  });
 }
 
 int64_t Session::stepCount() const { return session::stepCount(*impl_); }
@@ -573,82 +595,94 @@ int64_t Session::stepCount() const { return session::stepCount(*impl_); }
 uint64_t Session::seed() const { return impl_->seed; }
 
 Result<std::vector<DeviceCommunication>> Session::communication() const {
-  if (!impl_->meshRunner)
-    return Status::error("error: communication is measured only for a step "
-                         "on a mesh (SessionOptions::mesh)");
-  DiagnosticCollector c(impl_.get());
-  auto devices = impl_->meshRunner->communication(c.diag());
-  if (devices.failed())
-    return c.status();
-  return *devices;
+  return session::guarded(
+      "the communication report",
+      [&]() -> Result<std::vector<DeviceCommunication>> {
+        if (!impl_->meshRunner)
+          return Status::error(
+              "error: communication is measured only for a step "
+              "on a mesh (SessionOptions::mesh)");
+        DiagnosticCollector c(impl_.get());
+        auto devices = impl_->meshRunner->communication(c.diag());
+        if (devices.failed())
+          return c.status();
+        return *devices;
+      });
 }
 
 Result<PipelineReport> Session::pipelineReport() const {
-  const session::PipelineRunner *runner =
-      impl_->meshRunner ? impl_->meshRunner->pipeline() : nullptr;
-  if (!runner)
-    return Status::error("error: a pipeline report needs a mesh with a pp "
-                         "axis (SessionOptions::mesh)");
-  const session::PipelinePart &part = *impl_->meshRunner->step().pipeline;
-  session::PipelineRunner::Times t = runner->times();
-  if (impl_->processes && impl_->processes->size() > 1) {
-    // Each process measured its own devices (zeros for the others'): add
-    // every process's figures. Every rank calls this.
-    std::vector<double> mine;
-    for (size_t d = 0; d < t.busySeconds.size(); ++d)
-      mine.insert(mine.end(), {t.busySeconds[d], t.waitSeconds[d],
-                               static_cast<double>(t.bytesSent[d])});
-    std::string bytes(reinterpret_cast<const char *>(mine.data()),
-                      mine.size() * sizeof(double)),
-        error;
-    std::vector<std::string> all;
-    if (failed(impl_->processes->allGather(bytes, all, error)))
-      return Status::error("error: gathering the pipeline's times: " + error);
-    std::fill(t.busySeconds.begin(), t.busySeconds.end(), 0);
-    std::fill(t.waitSeconds.begin(), t.waitSeconds.end(), 0);
-    std::fill(t.bytesSent.begin(), t.bytesSent.end(), 0);
-    for (const std::string &rank : all) {
-      if (rank.size() != bytes.size())
-        return Status::error("error: gathering the pipeline's times: a "
-                             "rank's figures are malformed");
-      const double *v = reinterpret_cast<const double *>(rank.data());
-      for (size_t d = 0; d < t.busySeconds.size(); ++d) {
-        t.busySeconds[d] += v[3 * d];
-        t.waitSeconds[d] += v[3 * d + 1];
-        t.bytesSent[d] += static_cast<uint64_t>(v[3 * d + 2]);
-      }
-    }
-  }
-  PipelineReport r;
-  r.stages = static_cast<int>(part.schedule.stages);
-  r.microBatches = static_cast<int>(part.schedule.micro);
-  r.schedule = passes::scheduleName(part.schedule.kind);
-  r.bubble = t.bubble();
-  r.predictedBubble = part.predicted.bubble;
-  double steps = static_cast<double>(std::max<int64_t>(1, t.steps));
-  for (size_t d = 0; d < t.bytesSent.size(); ++d) {
-    r.bytesPerStep.push_back(static_cast<double>(t.bytesSent[d]) / steps);
-    double perStage = static_cast<double>(t.devicesPerStage);
-    r.waiting.push_back(t.seconds > 0 ? t.waitSeconds[d] / perStage / t.seconds
-                                      : 0);
-  }
-  return r;
+  return session::guarded(
+      "the pipeline report", [&]() -> Result<PipelineReport> {
+        const session::PipelineRunner *runner =
+            impl_->meshRunner ? impl_->meshRunner->pipeline() : nullptr;
+        if (!runner)
+          return Status::error(
+              "error: a pipeline report needs a mesh with a pp "
+              "axis (SessionOptions::mesh)");
+        const session::PipelinePart &part = *impl_->meshRunner->step().pipeline;
+        session::PipelineRunner::Times t = runner->times();
+        if (impl_->processes && impl_->processes->size() > 1) {
+          // Each process measured its own devices (zeros for the others'): add
+          // every process's figures. Every rank calls this.
+          std::vector<double> mine;
+          for (size_t d = 0; d < t.busySeconds.size(); ++d)
+            mine.insert(mine.end(), {t.busySeconds[d], t.waitSeconds[d],
+                                     static_cast<double>(t.bytesSent[d])});
+          std::string bytes(reinterpret_cast<const char *>(mine.data()),
+                            mine.size() * sizeof(double)),
+              error;
+          std::vector<std::string> all;
+          if (failed(impl_->processes->allGather(bytes, all, error)))
+            return Status::error("error: gathering the pipeline's times: " +
+                                 error);
+          std::fill(t.busySeconds.begin(), t.busySeconds.end(), 0);
+          std::fill(t.waitSeconds.begin(), t.waitSeconds.end(), 0);
+          std::fill(t.bytesSent.begin(), t.bytesSent.end(), 0);
+          for (const std::string &rank : all) {
+            if (rank.size() != bytes.size())
+              return Status::error("error: gathering the pipeline's times: a "
+                                   "rank's figures are malformed");
+            const double *v = reinterpret_cast<const double *>(rank.data());
+            for (size_t d = 0; d < t.busySeconds.size(); ++d) {
+              t.busySeconds[d] += v[3 * d];
+              t.waitSeconds[d] += v[3 * d + 1];
+              t.bytesSent[d] += static_cast<uint64_t>(v[3 * d + 2]);
+            }
+          }
+        }
+        PipelineReport r;
+        r.stages = static_cast<int>(part.schedule.stages);
+        r.microBatches = static_cast<int>(part.schedule.micro);
+        r.schedule = passes::scheduleName(part.schedule.kind);
+        r.bubble = t.bubble();
+        r.predictedBubble = part.predicted.bubble;
+        double steps = static_cast<double>(std::max<int64_t>(1, t.steps));
+        for (size_t d = 0; d < t.bytesSent.size(); ++d) {
+          r.bytesPerStep.push_back(static_cast<double>(t.bytesSent[d]) / steps);
+          double perStage = static_cast<double>(t.devicesPerStage);
+          r.waiting.push_back(
+              t.seconds > 0 ? t.waitSeconds[d] / perStage / t.seconds : 0);
+        }
+        return r;
+      });
 }
 
 Status Session::writeTrace(const std::string &path) const {
-  if (!impl_->meshRunner)
-    return Status::error("error: a trace is recorded only for a step on a "
-                         "mesh (SessionOptions::mesh and trace)");
-  DiagnosticCollector c(impl_.get());
-  auto events = impl_->meshRunner->gatherTrace(c.diag());
-  if (events.failed())
-    return c.status();
-  // With several processes rank 0 writes every device's timeline.
-  if (rank() != 0)
+  return session::guarded("writing the trace", [&]() -> Status {
+    if (!impl_->meshRunner)
+      return Status::error("error: a trace is recorded only for a step on a "
+                           "mesh (SessionOptions::mesh and trace)");
+    DiagnosticCollector c(impl_.get());
+    auto events = impl_->meshRunner->gatherTrace(c.diag());
+    if (events.failed())
+      return c.status();
+    // With several processes rank 0 writes every device's timeline.
+    if (rank() != 0)
+      return Status::ok();
+    if (failed(backend::cpu::writeChromeTrace(*events, path, c.diag())))
+      return c.status();
     return Status::ok();
-  if (failed(backend::cpu::writeChromeTrace(*events, path, c.diag())))
-    return c.status();
-  return Status::ok();
+  });
 }
 
 } // namespace mgc

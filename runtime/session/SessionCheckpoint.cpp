@@ -4,6 +4,7 @@
 // (runtime/ShardedCheckpoint.h). Loading checks the whole checkpoint
 // against the model before anything changes, so a refused checkpoint leaves
 // the session as it was.
+#include "runtime/session/Guarded.h"
 #include "runtime/session/SessionImpl.h"
 
 #include "runtime/Checkpoint.h"
@@ -78,65 +79,69 @@ Status saveSharded(const Session::Impl &impl, const std::string &path) {
 } // namespace
 
 Status Session::saveCheckpoint(const std::string &path) const {
-  if (impl_->processes && impl_->meshRunner)
-    return saveSharded(*impl_, path);
-  DiagnosticCollector sync(impl_.get());
-  if (failed(session::syncHost(*impl_, sync.diag())))
-    return sync.status();
-  runtime::Checkpoint c;
-  c.info = infoOf(*impl_);
-  for (const auto &[name, t] : impl_->persistent)
-    c.tensors.emplace(name, t);
-  if (llvm::Error err = runtime::saveCheckpoint(path, c))
-    return Status::error("error: " + llvm::toString(std::move(err)));
-  return Status::ok();
+  return session::guarded("saving the checkpoint", [&]() -> Status {
+    if (impl_->processes && impl_->meshRunner)
+      return saveSharded(*impl_, path);
+    DiagnosticCollector sync(impl_.get());
+    if (failed(session::syncHost(*impl_, sync.diag())))
+      return sync.status();
+    runtime::Checkpoint c;
+    c.info = infoOf(*impl_);
+    for (const auto &[name, t] : impl_->persistent)
+      c.tensors.emplace(name, t);
+    if (llvm::Error err = runtime::saveCheckpoint(path, c))
+      return Status::error("error: " + llvm::toString(std::move(err)));
+    return Status::ok();
+  });
 }
 
 Status Session::loadCheckpoint(const std::string &path) {
-  auto loaded = runtime::isShardIndex(path)
-                    ? runtime::loadShardedCheckpoint(path)
-                    : runtime::loadCheckpoint(path);
-  if (!loaded)
-    return Status::error("error: " + llvm::toString(loaded.takeError()));
-  const runtime::Checkpoint &c = *loaded;
-  auto refuse = [&](const std::string &why) {
-    return Status::error("error: cannot load checkpoint '" + path +
-                         "': " + why);
-  };
-  // A file without mgc metadata (weights from another tool) has no hash and
-  // is matched by its tensors alone.
-  if (!c.info.sourceHash.empty() && c.info.sourceHash != impl_->modelHash)
-    return refuse("it was saved from another model (model hash " +
-                  c.info.sourceHash.substr(0, 12) + "..., this model " +
-                  impl_->modelHash.substr(0, 12) + "...)");
-  if (!c.info.optimizer.empty() && !impl_->optimizer.empty() &&
-      c.info.optimizer != impl_->optimizer)
-    return refuse("it was saved with optimizer " + c.info.optimizer +
-                  ", this session uses " + impl_->optimizer);
-  for (const auto &[name, t] : c.tensors) {
-    const ir::Value *v = impl_->main->graph().findArgument(name);
-    if (!v || !v->isPersistent())
-      return refuse("it has a tensor '" + name +
-                    "' that is not a parameter or state of the model");
-    if (t.type() != v->type())
-      return refuse("tensor '" + name + "' is " + t.type().str() +
-                    " in the checkpoint but " + v->type().str() +
-                    " in the model");
-  }
-  for (const auto &arg : impl_->main->graph().arguments())
-    if (arg->kind() == ir::ValueKind::Param && !c.tensors.count(arg->name()))
-      return refuse("it has no tensor for parameter '" + arg->name() + "'");
-  // Optimizer state missing from the file (weights only) keeps its value.
-  DiagnosticCollector sync(impl_.get());
-  if (failed(session::syncHost(*impl_, sync.diag())))
-    return sync.status();
-  for (const auto &[name, t] : c.tensors)
-    impl_->persistent.insert_or_assign(name, t);
-  session::hostChanged(*impl_);
-  // The run's seed travels with its checkpoints.
-  if (!c.info.sourceHash.empty())
-    impl_->seed = c.info.seed;
-  return Status::ok();
+  return session::guarded("loading the checkpoint", [&]() -> Status {
+    auto loaded = runtime::isShardIndex(path)
+                      ? runtime::loadShardedCheckpoint(path)
+                      : runtime::loadCheckpoint(path);
+    if (!loaded)
+      return Status::error("error: " + llvm::toString(loaded.takeError()));
+    const runtime::Checkpoint &c = *loaded;
+    auto refuse = [&](const std::string &why) {
+      return Status::error("error: cannot load checkpoint '" + path +
+                           "': " + why);
+    };
+    // A file without mgc metadata (weights from another tool) has no hash and
+    // is matched by its tensors alone.
+    if (!c.info.sourceHash.empty() && c.info.sourceHash != impl_->modelHash)
+      return refuse("it was saved from another model (model hash " +
+                    c.info.sourceHash.substr(0, 12) + "..., this model " +
+                    impl_->modelHash.substr(0, 12) + "...)");
+    if (!c.info.optimizer.empty() && !impl_->optimizer.empty() &&
+        c.info.optimizer != impl_->optimizer)
+      return refuse("it was saved with optimizer " + c.info.optimizer +
+                    ", this session uses " + impl_->optimizer);
+    for (const auto &[name, t] : c.tensors) {
+      const ir::Value *v = impl_->main->graph().findArgument(name);
+      if (!v || !v->isPersistent())
+        return refuse("it has a tensor '" + name +
+                      "' that is not a parameter or state of the model");
+      if (t.type() != v->type())
+        return refuse("tensor '" + name + "' is " + t.type().str() +
+                      " in the checkpoint but " + v->type().str() +
+                      " in the model");
+    }
+    for (const auto &arg : impl_->main->graph().arguments())
+      if (arg->kind() == ir::ValueKind::Param && !c.tensors.count(arg->name()))
+        return refuse("it has no tensor for parameter '" + arg->name() + "'");
+    // Optimizer state missing from the file (weights only) keeps its value.
+    DiagnosticCollector sync(impl_.get());
+    if (failed(session::syncHost(*impl_, sync.diag())))
+      return sync.status();
+    for (const auto &[name, t] : c.tensors)
+      impl_->persistent.insert_or_assign(name, t);
+    session::hostChanged(*impl_);
+    // The run's seed travels with its checkpoints.
+    if (!c.info.sourceHash.empty())
+      impl_->seed = c.info.seed;
+    return Status::ok();
+  });
 }
 
 } // namespace mgc

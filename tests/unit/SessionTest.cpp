@@ -8,6 +8,7 @@
 #include "frontend/Frontend.h"
 #include "ir/Interpreter.h"
 #include "runtime/Checkpoint.h"
+#include "runtime/session/Guarded.h"
 #include "runtime/session/Pipeline.h"
 
 #include <doctest/doctest.h>
@@ -726,4 +727,20 @@ TEST_CASE("session: a pipeline (pp in the mesh) reports how it ran, and "
       mgc::Session::create(MGC_SOURCE_DIR "/samples/gpt.mg", options);
   REQUIRE(noPipeline);
   CHECK_FALSE((*noPipeline)->pipelineReport());
+}
+
+TEST_CASE("session: exceptions inside a call become its error") {
+  using mgc::session::guarded;
+  mgc::Status refused = guarded("the training step", []() -> mgc::Status {
+    throw std::system_error(EAGAIN, std::generic_category(), "thread");
+  });
+  CHECK(refused.message().rfind("error: the training step: the system "
+                                "refused a resource (thread: ",
+                                0) == 0);
+  mgc::Result<int> memory = guarded(
+      "the forward pass", []() -> mgc::Result<int> { throw std::bad_alloc(); });
+  CHECK(memory.status().message() == "error: the forward pass: out of memory");
+  mgc::Result<int> fine = guarded("x", []() -> mgc::Result<int> { return 3; });
+  REQUIRE(fine);
+  CHECK(*fine == 3);
 }

@@ -4,6 +4,8 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <exception>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -80,6 +82,18 @@ int dispatch(const std::vector<std::string> &args) {
 } // namespace
 
 int main(int argc, char **argv) {
-  return checkedOutput(
-      dispatch(std::vector<std::string>(argv + 1, argv + argc)));
+  // The library turns exceptions into errors at its boundary; this catches
+  // what the driver's own code meets (a refused thread of the data loader,
+  // memory running out), so that nothing ends the process uncaught.
+  int status;
+  try {
+    status = dispatch(std::vector<std::string>(argv + 1, argv + argc));
+  } catch (const std::bad_alloc &) {
+    llvm::errs() << "mgc: error: out of memory\n";
+    status = kUserError;
+  } catch (const std::exception &e) {
+    llvm::errs() << "mgc: error: " << e.what() << "\n";
+    status = kUserError;
+  }
+  return checkedOutput(status);
 }
