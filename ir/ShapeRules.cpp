@@ -51,6 +51,18 @@ TypeOrError inferConstant(const ShapeQuery &q) {
   if (isInteger(*dtype) && (!std::isfinite(v) || v != std::floor(v)))
     return err("constant " + formatDouble(v) + " is not an integer but dtype is " +
                dtypeName(*dtype));
+  ValueRange range = constantRange(*dtype);
+  if (std::isfinite(v) && (v < range.lowest || v > range.highest)) {
+    // Integers as integers: 4294967296, not 4294967296.0.
+    auto text = [&](double x) {
+      return isInteger(*dtype) && std::fabs(x) < 9.2e18
+                 ? std::to_string(static_cast<int64_t>(x))
+                 : formatDouble(x);
+    };
+    return err("constant " + text(v) + " is outside the range of " +
+               dtypeName(*dtype) + " [" + text(range.lowest) + ", " +
+               text(range.highest) + "]");
+  }
   return TensorType(*dtype, {});
 }
 

@@ -29,6 +29,24 @@ bool isInteger(DType dtype) {
   return dtype == DType::I32 || dtype == DType::I64;
 }
 
+ValueRange constantRange(DType dtype) {
+  switch (dtype) {
+  case DType::I32:
+    return {-2147483648.0, 2147483647.0};
+  case DType::I64:
+    return {-9007199254740992.0, 9007199254740992.0};
+  case DType::F16:
+    return {-65504.0, 65504.0};
+  case DType::BF16:
+    return {-3.3895313892515355e38, 3.3895313892515355e38};
+  case DType::F32:
+    return {-3.4028234663852886e38, 3.4028234663852886e38};
+  case DType::F64:
+    return {-1.7976931348623157e308, 1.7976931348623157e308};
+  }
+  return {0, 0};
+}
+
 unsigned dtypeBytes(DType dtype) {
   switch (dtype) {
   case DType::F32: case DType::I32: return 4;

@@ -18,6 +18,14 @@ std::optional<DType> parseDType(llvm::StringRef name);
 bool isFloat(DType dtype);
 bool isInteger(DType dtype);
 unsigned dtypeBytes(DType dtype);
+// The closed range a constant of `dtype` may take without wrapping or
+// rounding to infinity: i32's integers; those of i64 that the IR's double
+// attributes hold exactly (|v| <= 2^53); a float type's finite values
+// (infinities themselves stay allowed, as masks use them).
+struct ValueRange {
+  double lowest, highest;
+};
+ValueRange constantRange(DType dtype);
 
 using Shape = llvm::SmallVector<int64_t, 4>;
 
