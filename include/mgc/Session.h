@@ -165,6 +165,12 @@ struct SessionOptions {
   // docs/mixed-precision.md). Empty: the model file's train.precision,
   // else fp32.
   std::string precision;
+  // A step whose loss or gradient norm is not finite leaves the parameters
+  // and the optimizer state as they were before it (StepResult::skipped);
+  // the step counter still advances, so that the learning-rate schedule and
+  // the data stay in step (like torch's GradScaler skipping
+  // optimizer.step()). It costs a copy of the state before every step.
+  bool skipNonFiniteSteps = false;
 };
 
 // One device's communication on a mesh (Session::communication).
@@ -198,6 +204,11 @@ struct StepResult {
   double loss = 0;
   // Other scalar outputs of the step, e.g. "lr" and "grad_norm".
   std::map<std::string, double> metrics;
+  // The loss and "grad_norm" (when the step has one) are finite numbers.
+  bool finite() const;
+  // With SessionOptions::skipNonFiniteSteps: the step was not finite and
+  // its update was undone.
+  bool skipped = false;
 };
 
 class MGC_API Session {

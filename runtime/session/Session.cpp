@@ -280,6 +280,7 @@ Session::create(const std::string &path, const SessionOptions &options) {
       "setting up the session", [&]() -> Result<std::unique_ptr<Session>> {
         auto impl = std::make_unique<Impl>();
         impl->seed = options.seed;
+        impl->skipNonFiniteSteps = options.skipNonFiniteSteps;
         DiagnosticCollector c;
         DiagnosticEngine &diag = c.diag();
         FailureOr<bool> onCuda = chooseCuda(options, diag);
@@ -491,6 +492,13 @@ Result<StepResult> Session::step() {
           "forward()");
     DiagnosticCollector c(impl_.get());
     session::MeshRunner *mesh = impl_->meshRunner.get();
+    // The state to go back to if the step is not finite.
+    std::optional<backend::cpu::NamedTensors> before;
+    if (impl_->skipNonFiniteSteps) {
+      if (failed(session::syncHost(*impl_, c.diag())))
+        return c.status();
+      before = impl_->persistent;
+    }
     auto args =
         gatherArguments(*impl_->main, *impl_, c.diag(), mesh != nullptr);
     if (args.failed())
@@ -533,8 +541,25 @@ Result<StepResult> Session::step() {
       else
         result.metrics[name] = t.get(0);
     }
+    if (before && !result.finite()) {
+      // Undo the update but keep the counter: the next step is the next
+      // step of the schedule and of the data.
+      runtime::Tensor counter = impl_->persistent.at(passes::kStepStateName);
+      impl_->persistent = std::move(*before);
+      impl_->persistent.insert_or_assign(passes::kStepStateName,
+                                         std::move(counter));
+      impl_->hostStale = false;
+      session::hostChanged(*impl_);
+      result.skipped = true;
+    }
     return result;
   });
+}
+
+bool StepResult::finite() const {
+  auto norm = metrics.find("grad_norm");
+  return std::isfinite(loss) &&
+         (norm == metrics.end() || std::isfinite(norm->second));
 }
 
 Result<std::map<std::string, Tensor>> Session::forward() {

@@ -623,6 +623,56 @@ TEST_CASE("Session: the MLP learns a teacher task") {
   CHECK(lastLoss < 0.5 * firstLoss);
 }
 
+// --on-nonfinite skip: a step whose loss is not finite (a NaN in its batch)
+// leaves the parameters and the optimizer state as they were, bit for bit,
+// and the run goes on as if that batch had not been there; on one device
+// and on a mesh, whose devices then reload the host's state.
+TEST_CASE("session: a step that is not finite is undone when asked") {
+  for (const char *mesh : {"", "dp=2"}) {
+    CAPTURE(mesh);
+    SessionOptions options;
+    options.defines = mlpDefines();
+    options.train = {{"optimizer", "sgd"}, {"lr", "0.1"}};
+    options.mesh = mesh;
+    options.skipNonFiniteSteps = true;
+    auto skipping = makeSession(sample("mlp.mg"), options);
+    options.skipNonFiniteSteps = false;
+    auto reference = makeSession(sample("mlp.mg"), options);
+
+    feedBatch(*skipping, 0, 4);
+    feedBatch(*reference, 0, 4);
+    REQUIRE(skipping->step());
+    REQUIRE(reference->step());
+
+    std::vector<float> x(8 * 12, 0.5f);
+    x[5] = std::nanf("");
+    REQUIRE(skipping->feed("x", Tensor::fromFloats({8, 12}, x)));
+    auto bad = skipping->step();
+    REQUIRE(bad);
+    CHECK(bad->skipped);
+    CHECK_FALSE(bad->finite());
+    CHECK(bad->step == 2);
+    CHECK(skipping->stepCount() == 2);
+    for (const TensorInfo &p : skipping->parameters()) {
+      CAPTURE(p.name);
+      CHECK((*skipping->parameter(p.name)).toFloats() ==
+            (*reference->parameter(p.name)).toFloats());
+    }
+
+    feedBatch(*skipping, 1, 4);
+    feedBatch(*reference, 1, 4);
+    auto after = skipping->step();
+    auto expected = reference->step();
+    REQUIRE(after);
+    REQUIRE(expected);
+    CHECK_FALSE(after->skipped);
+    CHECK(after->loss == expected->loss);
+    for (const TensorInfo &p : skipping->parameters())
+      CHECK((*skipping->parameter(p.name)).toFloats() ==
+            (*reference->parameter(p.name)).toFloats());
+  }
+}
+
 } // namespace
 } // namespace mgc
 

@@ -7,6 +7,7 @@
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -16,6 +17,7 @@
 #include <mgc/Session.h>
 
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <unistd.h>
@@ -38,6 +40,24 @@ extern "C" void onInterrupt(int signal) {
   gInterrupted = signal;
   // A second signal is not caught: it ends the program at once.
   std::signal(signal, SIG_DFL);
+}
+
+// "the loss is nan", "the loss is 2.31 but the gradient norm is inf".
+std::string nonFiniteText(const StepResult &r) {
+  auto number = [](double v) -> std::string {
+    if (std::isnan(v))
+      return "nan";
+    if (std::isinf(v))
+      return v > 0 ? "inf" : "-inf";
+    return llvm::formatv("{0}", llvm::format("%g", v)).str();
+  };
+  auto norm = r.metrics.find("grad_norm");
+  bool badNorm = norm != r.metrics.end() && !std::isfinite(norm->second);
+  std::string text = "the loss is " + number(r.loss);
+  if (badNorm)
+    text += (std::isfinite(r.loss) ? " but" : " and") +
+            std::string(" the gradient norm is ") + number(norm->second);
+  return text;
 }
 
 // Prints `text` on stderr, each line starting "[rank R] " in a job of
@@ -136,8 +156,8 @@ const CommandSpec &runSpec() {
         "--token-dtype u16|i32]\n"
         "       [--lr X] [--optimizer sgd|adamw] [--save CKPT] "
         "[--save-every K]\n"
-        "       [--resume CKPT] [--log-json FILE] [--threads N] "
-        "[--precision fp32|bf16]\n"
+        "       [--resume CKPT] [--log-json FILE] [--on-nonfinite stop|skip]\n"
+        "       [--threads N] [--precision fp32|bf16]\n"
         "       [--mesh AXES | --devices N] [--zero STAGE] "
         "[--dp-weights W,...] [--bucket-mib MIB]\n"
         "       [--accumulate K | --microbatches M] [--pipeline-schedule NAME] "
@@ -195,6 +215,14 @@ const CommandSpec &runSpec() {
              {"--log-every", "K",
               "when stdout is not a terminal, print a line every K steps "
               "(default 10; the first and last step always)"},
+             {"--on-nonfinite",
+              "WHAT",
+              "when a step's loss or gradient norm is not finite: stop "
+              "(default; exit 1 without writing --save, whose parameters "
+              "would not be finite) or skip (undo the step's update and go "
+              "on; costs a copy of the state per step)",
+              false,
+              {"stop", "skip"}},
              {"--threads", "N", "CPU worker threads (default: one per core)"},
              {"--backend",
               "NAME",
@@ -259,10 +287,11 @@ const CommandSpec &runSpec() {
         "shared out among\nthe processes (their count equal to the mesh's "
         "or dividing it), which talk over\nMPI; rank 0 prints and saves, "
         "errors start with [rank R] (docs/processes.md).\n\n"
-        "Exit status: 0 success, 1 bad model, data or checkpoint, or an "
-        "output that could\nnot be written (the log, standard output: after "
-        "saving), 2 usage error (an output\nnaming an input among them), 130 "
-        "interrupted by Ctrl-C, 143 by SIGTERM.\n";
+        "Exit status: 0 success, 1 bad model, data or checkpoint, a step "
+        "whose loss or\ngradient norm is not finite (--on-nonfinite stop), "
+        "or an output that could\nnot be written (the log, standard output: "
+        "after saving), 2 usage error (an output\nnaming an input among "
+        "them), 130 interrupted by Ctrl-C, 143 by SIGTERM.\n";
     return s;
   }();
   return spec;
@@ -322,6 +351,8 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
     return usageError("--threads expects an integer in [0, 1024], got '" +
                       args->get("--threads") + "'");
   options.threads = static_cast<int>(threads);
+  bool skipNonFinite = args->get("--on-nonfinite", "stop") == "skip";
+  options.skipNonFiniteSteps = skipNonFinite;
   options.backend = args->get("--backend", "cpu");
   options.cudaGraph = args->has("--cuda-graph");
   options.gpuPerDevice = args->has("--gpu-per-device");
@@ -493,6 +524,12 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
     return errorExit(llvm::toString(std::move(err)));
 
   const std::string savePath = args->get("--save");
+  // The step of the last checkpoint this run wrote (or resumed from, when
+  // --save names it), for the message of a run that stops on a loss that
+  // is not finite.
+  std::optional<int64_t> lastSaved;
+  if (args->has("--resume") && args->get("--resume") == savePath)
+    lastSaved = s.stepCount();
   auto save = [&]() -> int {
     Status st = s.saveCheckpoint(savePath);
     return st ? kSuccess : errorExit(st.message());
@@ -565,6 +602,7 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
   bool handOver = options.cudaGraph;
   runtime::Batch batch, nextBatch;
   bool haveNext = false;
+  int64_t skippedSteps = 0;
   while (s.stepCount() < steps) {
     std::optional<bool> stop = stopNow();
     if (!stop)
@@ -597,6 +635,33 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
     auto result = s.step();
     if (!result)
       return errorExit(result.status().message());
+    if (!result->finite()) {
+      StepRecord record{result->step, result->loss, result->metrics,
+                        std::chrono::duration<double>(
+                            std::chrono::steady_clock::now() - start)
+                            .count(),
+                        result->skipped};
+      progress.record(record);
+      std::string what = nonFiniteText(*result);
+      if (result->skipped) {
+        ++skippedSteps;
+        llvm::errs() << "mgc run: warning: step " << result->step << ": "
+                     << what << ": its update is undone (--on-nonfinite "
+                     << "skip)\n";
+        continue;
+      }
+      progress.finish("stopped");
+      return errorExit(
+          "step " + std::to_string(result->step) + ": " + what +
+          ": training stops (--on-nonfinite stop; skip goes on)" +
+          (savePath.empty()
+               ? std::string()
+               : "; the parameters are not finite, so '" + savePath +
+                     "' is not written" +
+                     (lastSaved ? " (it holds step " +
+                                      std::to_string(*lastSaved) + ")"
+                                : std::string())));
+    }
     if (check) {
       for (auto &[name, tensor] : batch) {
         Status st = check->reference().feed(name, toSessionTensor(tensor));
@@ -619,11 +684,16 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count();
     progress.record(record);
-    if (saveEvery && result->step % saveEvery == 0 && result->step != steps)
+    if (saveEvery && result->step % saveEvery == 0 && result->step != steps) {
       if (int rc = save())
         return rc;
+      lastSaved = result->step;
+    }
   }
   progress.finish(gInterrupted ? "interrupted" : "done");
+  if (skippedSteps)
+    out << "skipped " << skippedSteps << " of the steps (their loss or "
+        << "gradient norm was not finite; --on-nonfinite skip)\n";
   if (mesh->mesh && mesh->mesh->findAxis(ir::kPipelineAxis)) {
     auto report = s.pipelineReport();
     if (!report)

@@ -121,6 +121,8 @@ void ProgressReporter::record(const StepRecord &r) {
     llvm::json::Object o{{"step", r.step}, {"loss", jsonNumber(r.loss)}};
     for (const auto &[name, value] : r.metrics)
       o[name] = jsonNumber(value);
+    if (r.skipped)
+      o["skipped"] = true;
     o["time"] = elapsed_;
     o["step_time"] = r.stepSeconds;
     double perSecond = r.stepSeconds > 0 ? perStep_ / r.stepSeconds : 0;

@@ -19,6 +19,7 @@ struct StepRecord {
   double loss = 0;
   std::map<std::string, double> metrics; // lr, grad_norm, ...
   double stepSeconds = 0;                // this step alone
+  bool skipped = false; // not finite, its update undone (--on-nonfinite)
 };
 
 class ProgressReporter {
