@@ -3,8 +3,13 @@
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/SHA256.h"
+#include "llvm/Support/xxhash.h"
 
 namespace mgc::runtime {
+
+static bool isChecksumKey(llvm::StringRef key) {
+  return key.startswith(ckpt_keys::ChecksumPrefix);
+}
 
 static bool isReservedKey(llvm::StringRef key) {
   using namespace ckpt_keys;
@@ -12,7 +17,51 @@ static bool isReservedKey(llvm::StringRef key) {
        {Format, FormatVersion, Step, Optimizer, Seed, RngState, SourceHash})
     if (key == k)
       return true;
-  return false;
+  return isChecksumKey(key);
+}
+
+static std::string checksumOf(const Tensor &t) {
+  uint64_t h = llvm::xxHash64(llvm::ArrayRef<uint8_t>(
+      reinterpret_cast<const uint8_t *>(t.data()), t.nbytes()));
+  return llvm::utohexstr(h, /*LowerCase=*/true, /*Width=*/16);
+}
+
+// Every tensor has a checksum and matches it, or the file has none at all
+// (written before checksums, or by another tool).
+static llvm::Error verifyChecksums(const TensorMap &tensors,
+                                   const StringMap &metadata,
+                                   llvm::StringRef fileName) {
+  auto fail = [&](const llvm::Twine &msg) {
+    return llvm::createStringError(std::errc::invalid_argument,
+                                   "invalid checkpoint '%s': %s",
+                                   fileName.str().c_str(), msg.str().c_str());
+  };
+  bool any = false;
+  for (const auto &[key, value] : metadata) {
+    if (!isChecksumKey(key))
+      continue;
+    any = true;
+    llvm::StringRef name = llvm::StringRef(key).drop_front(
+        llvm::StringRef(ckpt_keys::ChecksumPrefix).size());
+    if (!tensors.count(name.str()))
+      return fail("metadata \"" + key + "\" is the checksum of a tensor '" +
+                  name + "' the file does not hold");
+  }
+  if (!any)
+    return llvm::Error::success();
+  for (const auto &[name, tensor] : tensors) {
+    auto it = metadata.find(ckpt_keys::ChecksumPrefix + name);
+    if (it == metadata.end())
+      return fail("tensor '" + name +
+                  "' has no checksum, though the others "
+                  "have");
+    std::string actual = checksumOf(tensor);
+    if (it->second != actual)
+      return fail("tensor '" + name + "' does not match its checksum (xxh64 " +
+                  it->second + " stored, " + actual +
+                  " of its bytes): the file is corrupted");
+  }
+  return llvm::Error::success();
 }
 
 StringMap checkpointMetadata(const CheckpointInfo &info) {
@@ -68,6 +117,8 @@ parseCheckpointMetadata(const StringMap &metadata, llvm::StringRef fileName) {
       info.rngState = value;
     } else if (key == SourceHash) {
       info.sourceHash = value;
+    } else if (isChecksumKey(key)) {
+      continue; // checked against the tensors by loadCheckpoint
     } else {
       info.extra[key] = value;
     }
@@ -82,15 +133,20 @@ llvm::Error saveCheckpoint(llvm::StringRef path, const Checkpoint &checkpoint) {
           std::errc::invalid_argument,
           "cannot write '%s': metadata key '%s' is reserved",
           path.str().c_str(), entry.first.c_str());
-  return saveSafeTensors(path, checkpoint.tensors,
-                         checkpointMetadata(checkpoint.info));
+  StringMap metadata = checkpointMetadata(checkpoint.info);
+  for (const auto &[name, tensor] : checkpoint.tensors)
+    metadata[ckpt_keys::ChecksumPrefix + name] = checksumOf(tensor);
+  return saveSafeTensors(path, checkpoint.tensors, metadata);
 }
 
-llvm::Expected<Checkpoint> loadCheckpoint(llvm::StringRef path) {
-  llvm::Expected<SafeTensorsContents> contents =
-      loadSafeTensors(path, "checkpoint");
+llvm::Expected<Checkpoint> loadCheckpoint(llvm::StringRef path,
+                                          llvm::StringRef what) {
+  llvm::Expected<SafeTensorsContents> contents = loadSafeTensors(path, what);
   if (!contents)
     return contents.takeError();
+  if (llvm::Error err =
+          verifyChecksums(contents->tensors, contents->metadata, path))
+    return err;
   llvm::Expected<CheckpointInfo> info =
       parseCheckpointMetadata(contents->metadata, path);
   if (!info)

@@ -25,6 +25,9 @@ inline constexpr const char *Optimizer = "optimizer";          // "adamw"
 inline constexpr const char *Seed = "seed";                    // "42"
 inline constexpr const char *RngState = "rng_state";           // opaque
 inline constexpr const char *SourceHash = "source_hash";       // sha256 hex
+// "xxh64.<tensor>": XXH64 (seed 0) of the tensor's bytes as stored, 16 hex
+// digits; safetensors has no checksum of its own.
+inline constexpr const char *ChecksumPrefix = "xxh64.";
 } // namespace ckpt_keys
 
 struct CheckpointInfo {
@@ -52,11 +55,15 @@ llvm::Expected<CheckpointInfo>
 parseCheckpointMetadata(const StringMap &metadata, llvm::StringRef fileName);
 
 // Writes atomically: a crash during the save leaves the previous file whole.
+// Every tensor's checksum goes into the metadata.
 llvm::Error saveCheckpoint(llvm::StringRef path, const Checkpoint &checkpoint);
 
-// Reads and validates; errors name the file and what is wrong. A plain
-// safetensors file without mgc metadata loads with default info.
-llvm::Expected<Checkpoint> loadCheckpoint(llvm::StringRef path);
+// Reads and validates; errors name the file and what is wrong, a tensor
+// whose bytes do not match its checksum among it. A plain safetensors file
+// without mgc metadata (or checksums) loads with default info. `what` names
+// the file's role in errors.
+llvm::Expected<Checkpoint> loadCheckpoint(llvm::StringRef path,
+                                          llvm::StringRef what = "checkpoint");
 
 // SHA-256 of a model's source text, as 64 lowercase hex digits.
 std::string hashModelSource(llvm::StringRef source);

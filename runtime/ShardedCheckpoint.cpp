@@ -111,7 +111,7 @@ llvm::Error saveShard(llvm::StringRef path,
       return fail("'" + path + "': no type for tensor '" + s.name + "'");
     tensors.emplace(slabKey(s, it->second.shape), s.data);
   }
-  return saveSafeTensors(path, tensors, checkpointMetadata(info));
+  return saveCheckpoint(path, Checkpoint{info, std::move(tensors)});
 }
 
 llvm::Error saveShardIndex(llvm::StringRef path,
@@ -229,9 +229,9 @@ llvm::Expected<Checkpoint> loadShardedCheckpoint(llvm::StringRef indexPath) {
 
   llvm::SmallString<256> folder(indexPath);
   llvm::sys::path::remove_filename(folder);
-  std::map<std::string, SafeTensorsContents> shards;
-  auto shard = [&](const std::string &file)
-      -> llvm::Expected<const SafeTensorsContents *> {
+  std::map<std::string, Checkpoint> shards;
+  auto shard =
+      [&](const std::string &file) -> llvm::Expected<const Checkpoint *> {
     auto it = shards.find(file);
     if (it != shards.end())
       return &it->second;
@@ -240,7 +240,7 @@ llvm::Expected<Checkpoint> loadShardedCheckpoint(llvm::StringRef indexPath) {
                  "' is not a file name beside the index");
     llvm::SmallString<256> path(folder);
     llvm::sys::path::append(path, file);
-    auto loaded = loadSafeTensors(path, "checkpoint shard");
+    auto loaded = loadCheckpoint(path, "checkpoint shard");
     if (!loaded)
       return loaded.takeError();
     return &shards.emplace(file, std::move(*loaded)).first->second;

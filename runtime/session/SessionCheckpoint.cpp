@@ -10,7 +10,13 @@
 #include "runtime/Checkpoint.h"
 #include "runtime/ShardedCheckpoint.h"
 
+#include "passes/Optimizer.h"
+
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
+
+#include <cmath>
 
 namespace mgc {
 
@@ -130,6 +136,22 @@ Status Session::loadCheckpoint(const std::string &path) {
     for (const auto &arg : impl_->main->graph().arguments())
       if (arg->kind() == ir::ValueKind::Param && !c.tensors.count(arg->name()))
         return refuse("it has no tensor for parameter '" + arg->name() + "'");
+    // The step counter is a whole number of steps, the one the metadata
+    // names (a NaN would become step -2^63).
+    if (auto it = c.tensors.find(passes::kStepStateName);
+        it != c.tensors.end() && it->second.numel() == 1) {
+      double v = it->second.get(0);
+      if (!std::isfinite(v) || v < 0 || v != std::floor(v) || v > 9.0e15)
+        return refuse(std::string("its step counter '") +
+                      passes::kStepStateName + "' holds " +
+                      llvm::formatv("{0}", llvm::format("%g", v)).str() +
+                      ", not a whole number of steps >= 0");
+      if (!c.info.sourceHash.empty() && static_cast<int64_t>(v) != c.info.step)
+        return refuse(
+            std::string("its step counter '") + passes::kStepStateName +
+            "' holds " + std::to_string(static_cast<int64_t>(v)) +
+            " but its metadata says step " + std::to_string(c.info.step));
+    }
     // Optimizer state missing from the file (weights only) keeps its value.
     DiagnosticCollector sync(impl_.get());
     if (failed(session::syncHost(*impl_, sync.diag())))

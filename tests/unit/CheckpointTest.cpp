@@ -1,7 +1,7 @@
 #include "DataTestSupport.h"
 
-#include "support/AtomicFile.h"
 #include "runtime/Checkpoint.h"
+#include "support/AtomicFile.h"
 
 #include <doctest/doctest.h>
 
@@ -124,6 +124,61 @@ TEST_CASE("checkpoint: a truncated or corrupted file is refused by name") {
     std::string err = errorText(r);
     CHECK(err.find("c.safetensors") != std::string::npos);
   }
+}
+
+TEST_CASE("checkpoint: a flipped bit in any tensor's data is refused, "
+          "naming the tensor") {
+  TempDir dir;
+  std::string path = dir.file("c.safetensors");
+  Checkpoint saved = sampleCheckpoint(3, 2);
+  REQUIRE(errorText(saveCheckpoint(path, saved)) == "");
+  llvm::Expected<SafeTensorsContents> raw = loadSafeTensors(path);
+  REQUIRE(raw);
+  // Every tensor has its XXH64, and loading hides the keys again.
+  for (const auto &[name, t] : saved.tensors)
+    CHECK(raw->metadata.at("xxh64." + name).size() == 16);
+  CHECK(raw->metadata.at("xxh64.w") != raw->metadata.at("xxh64.opt.m.w"));
+  CHECK(loadCheckpoint(path)->info.extra.count("xxh64.w") == 0);
+
+  std::string bytes = readBytes(path);
+  uint64_t headerLen = 0;
+  for (int i = 7; i >= 0; --i)
+    headerLen = headerLen << 8 | static_cast<uint8_t>(bytes[i]);
+  // The data is laid out by name: opt.m.w (24 bytes), opt.step (8), w (24).
+  struct Flip {
+    size_t offset;
+    const char *tensor;
+  };
+  for (Flip f : {Flip{0, "opt.m.w"}, Flip{23, "opt.m.w"}, Flip{24, "opt.step"},
+                 Flip{40, "w"}, Flip{55, "w"}}) {
+    CAPTURE(f.offset);
+    std::string flipped = bytes;
+    flipped[8 + headerLen + f.offset] ^= 0x10;
+    writeBytes(path, flipped);
+    CHECK(errorText(loadCheckpoint(path))
+              .find("invalid checkpoint '" + path + "': tensor '" + f.tensor +
+                    "' does not match its checksum (xxh64 ") !=
+          std::string::npos);
+  }
+  writeBytes(path, bytes);
+  CHECK(errorText(loadCheckpoint(path)) == "");
+
+  // A checksum of a tensor the file lacks, or a tensor without one when the
+  // others have theirs, is refused; a file without any loads (written by
+  // another tool).
+  StringMap meta = raw->metadata;
+  meta["xxh64.ghost"] = "0123456789abcdef";
+  REQUIRE(errorText(saveSafeTensors(path, raw->tensors, meta)) == "");
+  CHECK(errorText(loadCheckpoint(path))
+            .find("the checksum of a tensor "
+                  "'ghost'") != std::string::npos);
+  meta = raw->metadata;
+  meta.erase("xxh64.w");
+  REQUIRE(errorText(saveSafeTensors(path, raw->tensors, meta)) == "");
+  CHECK(errorText(loadCheckpoint(path)).find("tensor 'w' has no checksum") !=
+        std::string::npos);
+  REQUIRE(errorText(saveSafeTensors(path, raw->tensors, {})) == "");
+  CHECK(errorText(loadCheckpoint(path)) == "");
 }
 
 TEST_CASE("checkpoint: hash of the model source is SHA-256") {

@@ -673,6 +673,35 @@ TEST_CASE("session: a step that is not finite is undone when asked") {
   }
 }
 
+// The step counter in a checkpoint is a whole number of steps >= 0 and the
+// step its metadata names; anything else is refused naming the value.
+TEST_CASE("session: a checkpoint's step counter must be a whole step") {
+  TempDir dir("step-counter");
+  SessionOptions options;
+  options.defines = mlpDefines();
+  auto s = makeSession(sample("mlp.mg"), options);
+  feedBatch(*s, 0, 4);
+  REQUIRE(s->step());
+  std::string path = dir.file("c.ckpt");
+  REQUIRE(s->saveCheckpoint(path));
+  auto saved = runtime::loadCheckpoint(path);
+  REQUIRE(saved);
+  for (auto [value, why] : std::vector<std::pair<double, std::string>>{
+           {std::nan(""), "holds nan, not a whole number of steps >= 0"},
+           {-1, "holds -1, not a whole number"},
+           {1.5, "holds 1.5, not a whole number"},
+           {5, "holds 5 but its metadata says step 1"}}) {
+    CAPTURE(value);
+    runtime::Checkpoint c = *saved;
+    c.tensors.at("opt.step").set(0, value);
+    REQUIRE_FALSE(llvm::errorToBool(runtime::saveCheckpoint(path, c)));
+    Status st = s->loadCheckpoint(path);
+    CHECK_FALSE(st);
+    CHECK(st.message().find("its step counter 'opt.step' " + why) !=
+          std::string::npos);
+  }
+}
+
 } // namespace
 } // namespace mgc
 
