@@ -248,6 +248,12 @@ void Lowerer::lowerStmt(const Stmt &s, Frame &frame) {
       v = lowerName(name, frame);
     }
     Loc valueLoc = s.value ? s.value->loc : s.nameLoc;
+    // `output y = ...` also binds y for later statements: to poison when
+    // the value failed, so that its uses are not reported again as unknown.
+    auto bind = [&](const Val &value) {
+      if (s.value && !frame.names.count(s.name) && !consts_.count(s.name))
+        frame.names[s.name] = Binding{value, s.nameLoc, BindingKind::Local};
+    };
     if (isLoss && lossStmt_) {
       error(s.loc, "more than one loss: a model has at most one");
       note(lossStmt_->loc, "the first loss is here");
@@ -263,22 +269,21 @@ void Lowerer::lowerStmt(const Stmt &s, Frame &frame) {
     if (isLoss)
       lossStmt_ = &s;
     if (v.isPoison())
-      return;
+      return bind(Val::poison());
     if (v.kind == Val::Num)
       v = Val::ofTensor(toTensor(v, ir::DType::F32, valueLoc));
     if (v.kind != Val::Tensor) {
       error(valueLoc, "an output must be a tensor");
-      return;
+      return bind(Val::poison());
     }
     const TensorType &t = v.tensor->type();
     if (isLoss && (!t.isScalar() || !ir::isFloat(t.dtype))) {
       error(valueLoc,
             "the loss must be a floating-point scalar, got " + t.str());
-      return;
+      return bind(Val::poison());
     }
     module_->graph().addOutput(s.name, v.tensor, isLoss, s.nameLoc);
-    if (s.value && !frame.names.count(s.name) && !consts_.count(s.name))
-      frame.names[s.name] = Binding{v, s.nameLoc, BindingKind::Local};
+    bind(v);
     return;
   }
   case StmtKind::Return: {
@@ -497,7 +502,9 @@ std::unique_ptr<ir::Module> Lowerer::run(const FileAST &file) {
   Frame frame;
   frame.body = &model.body;
   lowerStmts(model.body, frame);
-  if (!aborted_ && module_->graph().outputs().empty() && !hasNewErrors())
+  // After any error (a parse error may have dropped the output statements)
+  // a missing output is no news.
+  if (!aborted_ && module_->graph().outputs().empty() && !diag_.hasErrors())
     error(model.loc, "model '" + model.name +
                          "' has no outputs (declare them with 'output NAME = "
                          "...' or 'loss = ...')");

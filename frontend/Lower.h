@@ -82,6 +82,10 @@ public:
   // only printed errors.
   bool error(Loc loc, const std::string &msg);
   void note(Loc loc, const std::string &msg);
+  // Whether a did-you-mean search is worth its cost: the next error is
+  // printed. (Each search scans every name; with N unknown names searching
+  // for all of them would be quadratic.)
+  bool wantHints() const { return diag_.printsErrors(); }
   // "; did you mean 'x'?" or "".
   static std::string suggest(llvm::StringRef name,
                              const std::vector<std::string> &candidates);
@@ -153,11 +157,16 @@ private:
     Loc loc;
   };
   std::map<std::string, ConstInfo> consts_;
+  // Constants whose definition (or -D override) had an error, reported
+  // there: their uses are not reported again as unknown.
+  std::set<std::string> badConsts_;
   std::map<std::string, const BlockDecl *> blocks_;
   std::set<const BlockDecl *> badBlocks_;  // recursive: never instantiated
   std::set<std::string> argumentNames_;    // inputs and parameters so far
   std::map<std::string, Loc> repeatNames_; // qualified repeat prefixes
   std::set<const BlockDecl *> missingReturnReported_;
+  // Constants reported as a non-integer element of a list of integers.
+  std::set<std::string> nonIntegerConstsReported_;
   std::vector<const BlockDecl *> callStack_;
   std::set<std::pair<std::string, std::string>> reported_; // (loc, message)
   bool lastPrinted_ = true;

@@ -31,10 +31,12 @@ Val Lowerer::lowerCall(const Expr &e, Frame &frame) {
   if (const Builtin *b = lookupBuiltin(e.name))
     return lowerBuiltinCall(e, *b, frame);
   std::vector<std::string> names;
-  for (const Builtin &b : allBuiltins())
-    names.push_back(b.name.str());
-  for (auto &[n, b] : blocks_)
-    names.push_back(n);
+  if (wantHints()) {
+    for (const Builtin &b : allBuiltins())
+      names.push_back(b.name.str());
+    for (auto &[n, b] : blocks_)
+      names.push_back(n);
+  }
   error(e.loc, "unknown function '" + e.name + "'" + suggest(e.name, names));
   return Val::poison();
 }
@@ -405,12 +407,37 @@ Val Lowerer::lowerBuiltinCall(const Expr &e, const Builtin &b, Frame &frame) {
         if (n)
           list.push_back(*n);
       } else if (v.kind == Val::List) {
-        for (const Val &item : v.list) {
+        for (size_t i = 0; i < v.list.size(); ++i) {
+          const Val &item = v.list[i];
           std::optional<int64_t> n =
               item.kind == Val::Num ? item.num.asInt() : std::nullopt;
-          ok &= n.has_value();
-          if (n)
+          if (n) {
             list.push_back(*n);
+            continue;
+          }
+          // Name the element and, for a constant, where its value comes
+          // from: [B, T, H, Dh] with -D H=5 makes Dh = 768 / 5 = 153.6.
+          const Expr *itemExpr =
+              x->kind == ExprKind::List && i < x->args.size() && x->args[i]
+                  ? x->args[i].get()
+                  : x;
+          // A constant's value is reported once, not at each of its uses
+          // (every layer of a repeat).
+          bool isConst =
+              itemExpr->kind == ExprKind::Name && consts_.count(itemExpr->name);
+          if (isConst &&
+              !nonIntegerConstsReported_.insert(itemExpr->name).second)
+            return Val::poison();
+          error(itemExpr->loc,
+                "element " + std::to_string(i) + " of " + what + " is " +
+                    (item.kind == Val::Num ? item.num.str()
+                                           : std::string("not a number")) +
+                    ", not an integer");
+          if (itemExpr->kind == ExprKind::Name)
+            if (auto c = consts_.find(itemExpr->name); c != consts_.end())
+              note(c->second.loc, "'" + itemExpr->name + "' is " +
+                                      c->second.value.str() + ", from here");
+          return Val::poison();
         }
       } else {
         ok = false;

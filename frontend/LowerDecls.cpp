@@ -22,9 +22,12 @@ std::optional<Number> Lowerer::evalConst(const Expr &e) {
     auto it = consts_.find(e.name);
     if (it != consts_.end())
       return it->second.value;
+    if (badConsts_.count(e.name))
+      return std::nullopt; // its own error is reported
     std::vector<std::string> names;
-    for (auto &[n, c] : consts_)
-      names.push_back(n);
+    if (wantHints())
+      for (auto &[n, c] : consts_)
+        names.push_back(n);
     error(e.loc, "unknown constant '" + e.name + "'" + suggest(e.name, names));
     return std::nullopt;
   }
@@ -71,8 +74,10 @@ void Lowerer::lowerConsts(const FileAST &file) {
       continue;
     }
     std::optional<Number> value = evalConst(*c.value);
-    if (!value)
+    if (!value) {
+      badConsts_.insert(c.name);
       continue;
+    }
     auto def = options_.defines.find(c.name);
     if (def != options_.defines.end()) {
       used.insert(c.name);
@@ -80,6 +85,7 @@ void Lowerer::lowerConsts(const FileAST &file) {
       std::optional<Number> over = parseNumberText(def->second);
       if (!over) {
         diag_.error(flag + ": '" + def->second + "' is not a number");
+        badConsts_.insert(c.name);
         continue;
       }
       if (value->isInt && !over->isInt) {
@@ -87,6 +93,7 @@ void Lowerer::lowerConsts(const FileAST &file) {
         if (!i) {
           diag_.error(flag + ": '" + c.name + "' is an integer constant, got " +
                       def->second);
+          badConsts_.insert(c.name);
           continue;
         }
         over = Number::ofInt(*i);

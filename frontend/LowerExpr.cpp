@@ -91,12 +91,19 @@ Val Lowerer::lowerName(const Expr &e, Frame &frame) {
   auto c = consts_.find(e.name);
   if (c != consts_.end())
     return Val::ofNum(c->second.value);
-  std::vector<std::string> names;
-  for (auto &[n, b] : frame.names)
-    names.push_back(n);
-  for (auto &[n, c] : consts_)
-    names.push_back(n);
-  std::string hint = suggest(e.name, names);
+  if (badConsts_.count(e.name))
+    return Val::poison(); // its own error is reported
+  // Names already reported unknown are bound to poison: not suggested.
+  std::string hint;
+  if (wantHints()) {
+    std::vector<std::string> names;
+    for (auto &[n, b] : frame.names)
+      if (b.val.kind != Val::Poison)
+        names.push_back(n);
+    for (auto &[n, c] : consts_)
+      names.push_back(n);
+    hint = suggest(e.name, names);
+  }
   if (hint.empty() && blocks_.count(e.name))
     hint = "; '" + e.name + "' is a block: call it as " + e.name + "(...)";
   else if (hint.empty() && lookupBuiltin(e.name))

@@ -407,8 +407,8 @@ private:
   }
 
   // ---- Expressions ----
-  // Nesting guard: every recursive entry counts, so no input can exhaust the
-  // stack.
+  // Nesting guard: every recursion of the parser passes through parseExpr
+  // or a sign, and both count, so no input can exhaust the stack.
   struct DepthGuard {
     Parser &p;
     explicit DepthGuard(Parser &p) : p(p) { ++p.nesting_; }
@@ -470,11 +470,14 @@ private:
     return lhs;
   }
 
+  // A level of nesting is what the user writes: a parenthesis, a list, a
+  // call's arguments (each a parseExpr) or a sign. parseExpr counts the
+  // first three; a sign counts here.
   ExprPtr parseUnary() {
-    DepthGuard g(*this);
-    if (tooDeep())
-      return nullptr;
     if (at(Tok::Minus) || at(Tok::Plus)) {
+      DepthGuard g(*this);
+      if (tooDeep())
+        return nullptr;
       bool minus = at(Tok::Minus);
       Loc loc = take().loc;
       ExprPtr operand = parseUnary();
@@ -555,6 +558,7 @@ private:
   ExprPtr parseCall() {
     auto e = std::make_unique<Expr>(ExprKind::Call, cur().loc);
     e->name = take().text;
+    Loc open = cur().loc;
     take(); // (
     while (!at(Tok::RParen)) {
       if (at(Tok::Ident) && peekTok().kind == Tok::Equal) {
@@ -582,8 +586,10 @@ private:
       if (!accept(Tok::Comma))
         break;
     }
-    if (!expect(Tok::RParen, "to close the argument list"))
+    if (!expect(Tok::RParen, "to close the argument list")) {
+      diag_.note(open, "the '(' it would close is here");
       return nullptr;
+    }
     return e;
   }
 

@@ -51,6 +51,9 @@ public:
   // After this many errors, further ones are counted but not printed, so one
   // broken file cannot flood the terminal.
   void setErrorLimit(unsigned limit) { errorLimit_ = limit; }
+  // Whether the next error would be printed: work that only improves a
+  // message (a did-you-mean search) can be skipped past the limit.
+  bool printsErrors() const { return handler_ || errors_ < errorLimit_; }
   void setWarningsEnabled(bool on) { warningsEnabled_ = on; }
   // Hands every diagnostic to `handler` instead of printing it (an engine of
   // a worker thread whose first error another engine reports); counts stay.

@@ -1,0 +1,4 @@
+model m {
+  input x: f32[4]
+  loss = mean(x
+}
