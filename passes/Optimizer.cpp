@@ -183,7 +183,12 @@ LogicalResult checkModule(ir::Module &module, const OptimizerConfig &c,
   for (const ir::Output &o : g.outputs())
     anyGrad |= llvm::StringRef(o.name).startswith("grad.");
   std::vector<Value *> params = g.params();
-  if (!anyGrad || params.empty()) {
+  if (params.empty()) {
+    diag.error("module '" + module.name() +
+               "' has no parameters: the optimizer has nothing to train");
+    return failure();
+  }
+  if (!anyGrad) {
     diag.error("optimizer needs the gradients of the parameters: module '" +
                module.name() +
                "' has no grad.<param> outputs (run autodiff first)");

@@ -94,6 +94,21 @@ public:
     out = n;
   }
 
+  // A seed: a whole number in [0, 2^53] (integers beyond are not exact in
+  // the attribute's double).
+  void seed(llvm::StringRef key) {
+    const ir::AttrValue *v = attrs_.find(attrName(key));
+    if (!v)
+      return;
+    double d = -1;
+    if (auto *i = std::get_if<int64_t>(v))
+      d = static_cast<double>(*i);
+    else if (auto *f = std::get_if<double>(v))
+      d = *f;
+    if (!(d >= 0 && d == std::trunc(d) && d <= 9007199254740992.0))
+      invalid(key, "expected an integer >= 0");
+  }
+
   // One of a list of words; returns its index.
   std::optional<size_t> word(llvm::StringRef key,
                              llvm::ArrayRef<llvm::StringRef> choices) {
@@ -203,6 +218,9 @@ FailureOr<OptimizerConfig> readOptimizerConfig(const ir::Attrs &moduleAttrs,
 
   r.number("clip_grad_norm", c.clipGradNorm, 0.0, std::nullopt);
   r.boolean("keep_gradients", c.keepGradients);
+  // Read by the training loop, checked here with the rest: -1 or 1.5 is an
+  // error rather than seed 0 or 1.
+  r.seed("seed");
   if (!r.ok())
     return failure();
   return c;

@@ -39,6 +39,42 @@ llvm::Error FileSink::write(llvm::StringRef bytes) {
   return llvm::Error::success();
 }
 
+// A new file `<path>.tmp-XXXXXX` in path's folder, open for writing.
+static llvm::Error createTemporaryBeside(llvm::StringRef path, int &fd,
+                                         llvm::SmallString<256> &tmp) {
+  llvm::SmallString<256> model(path);
+  model += ".tmp-%%%%%%";
+  if (std::error_code ec = llvm::sys::fs::createUniqueFile(model, fd, tmp))
+    return llvm::createStringError(ec, "cannot write '%s': %s",
+                                   path.str().c_str(), ec.message().c_str());
+  return llvm::Error::success();
+}
+
+llvm::Error checkWritable(llvm::StringRef path) {
+  llvm::sys::fs::file_status status;
+  bool exists =
+      !llvm::sys::fs::status(path, status) && llvm::sys::fs::exists(status);
+  if (exists && llvm::sys::fs::is_directory(status))
+    return llvm::createStringError(std::errc::is_a_directory,
+                                   "cannot write '%s': it is a folder",
+                                   path.str().c_str());
+  // A device or a pipe is written in place: it only has to open.
+  if (exists && !llvm::sys::fs::is_regular_file(status)) {
+    int fd = ::open(path.str().c_str(), O_WRONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+      return errnoError(path, "open", errno);
+    ::close(fd);
+    return llvm::Error::success();
+  }
+  llvm::SmallString<256> tmp;
+  int fd = -1;
+  if (llvm::Error err = createTemporaryBeside(path, fd, tmp))
+    return err;
+  ::close(fd);
+  llvm::sys::fs::remove(tmp);
+  return llvm::Error::success();
+}
+
 llvm::Error
 writeFileAtomically(llvm::StringRef path,
                     llvm::function_ref<llvm::Error(FileSink &)> fill) {
@@ -58,13 +94,10 @@ writeFileAtomically(llvm::StringRef path,
   }
   llvm::StringRef dir = llvm::sys::path::parent_path(path);
   llvm::SmallString<256> dirPath(dir.empty() ? "." : dir);
-  llvm::SmallString<256> model(path);
-  model += ".tmp-%%%%%%";
   llvm::SmallString<256> tmp;
   int fd = -1;
-  if (std::error_code ec = llvm::sys::fs::createUniqueFile(model, fd, tmp))
-    return llvm::createStringError(ec, "cannot write '%s': %s",
-                                   path.str().c_str(), ec.message().c_str());
+  if (llvm::Error err = createTemporaryBeside(path, fd, tmp))
+    return err;
 
   // From here on, any failure removes the temporary file and leaves `path`
   // as it was.

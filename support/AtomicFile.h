@@ -34,4 +34,10 @@ llvm::Error
 writeFileAtomically(llvm::StringRef path,
                     llvm::function_ref<llvm::Error(FileSink &)> fill);
 
+// Whether writeFileAtomically(path) can succeed as far as can be known
+// before there is anything to write: the folder exists and takes a new file
+// (one is made there and removed), and `path` is not a folder. A job checks
+// its outputs so before its first step, not after hours of training.
+llvm::Error checkWritable(llvm::StringRef path);
+
 } // namespace mgc

@@ -2,6 +2,10 @@
 // then each run binds the argument tensors and walks the steps.
 #include "backend/cpu/CpuExecutor.h"
 
+#include "backend/PlanReport.h"
+
+#include <unistd.h>
+
 #include <cstring>
 #include <new>
 
@@ -74,8 +78,21 @@ std::unique_ptr<CpuExecutor> CpuExecutor::create(const Executable &exe,
   ex->arena_ = static_cast<std::byte *>(
       ::operator new(bytes, std::align_val_t(kArenaAlignment), std::nothrow));
   if (!ex->arena_) {
-    diag.error("cannot allocate the arena of " + std::to_string(bytes) +
-               " bytes");
+    // How much was asked for against what the machine has, and what to
+    // change: the plan's peak follows the model's sizes.
+    long pages = ::sysconf(_SC_PHYS_PAGES), pageSize = ::sysconf(_SC_PAGESIZE);
+    std::string machine =
+        pages > 0 && pageSize > 0
+            ? " (this machine has " +
+                  formatBytes(static_cast<uint64_t>(pages) *
+                              static_cast<uint64_t>(pageSize)) +
+                  ")"
+            : std::string();
+    diag.error("cannot allocate the " + formatBytes(bytes) +
+               " of memory that model '" + exe.module->name() +
+               "' needs at its peak" + machine +
+               ": make its sizes (batch, context, width) smaller, or split it "
+               "over a mesh");
     return nullptr;
   }
   return ex;

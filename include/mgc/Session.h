@@ -250,6 +250,8 @@ public:
   // The run's seed: SessionOptions::seed, or the seed of the run that saved
   // the checkpoint loadCheckpoint loaded (data shuffles follow it).
   uint64_t seed() const;
+  // "cpu" or "cuda": the backend the session runs on (what "auto" chose).
+  const std::string &backendName() const;
 
   // On a mesh: per device (by index), its communication over the steps run
   // so far. With several processes every rank calls it and gets every

@@ -240,11 +240,21 @@ FailureOr<bool> chooseCuda(const SessionOptions &options,
                "--devices)");
     return failure();
   }
-  if (backend.empty() || backend == "cpu")
-    return false;
-  if (backend != "cuda" && backend != "auto") {
+  if (backend != "" && backend != "cpu" && backend != "cuda" &&
+      backend != "auto") {
     diag.error("unknown backend '" + backend + "': expected cpu, cuda or auto");
     return failure();
+  }
+  // A CUDA Graph on the CPU would be ignored without a word: refused.
+  auto refuseGraph = [&](const std::string &why) -> FailureOr<bool> {
+    diag.error("a CUDA Graph (--cuda-graph) needs the CUDA backend, but " +
+               why);
+    return failure();
+  };
+  if (backend.empty() || backend == "cpu") {
+    if (options.cudaGraph)
+      return refuseGraph("the backend is the CPU (give --backend cuda)");
+    return false;
   }
   // A mesh runs on CUDA when asked for: "auto" keeps it on the CPU.
 #if MGC_HAVE_CUDA
@@ -256,8 +266,16 @@ FailureOr<bool> chooseCuda(const SessionOptions &options,
       std::string("this build of mgc has no CUDA backend (configure with "
                   "-DMGC_CUDA=ON where nvcc is installed)");
 #endif
-  if (backend == "auto")
-    return !why && !onMesh;
+  if (backend == "auto") {
+    bool cuda = !why && !onMesh;
+    if (options.cudaGraph && !cuda)
+      return refuseGraph("--backend auto chose the CPU (" +
+                         (why ? *why
+                              : std::string("a mesh stays on the CPU unless "
+                                            "--backend cuda")) +
+                         ")");
+    return cuda;
+  }
   if (why) {
     diag.error(*why);
     return failure();
@@ -286,6 +304,7 @@ Session::create(const std::string &path, const SessionOptions &options) {
         FailureOr<bool> onCuda = chooseCuda(options, diag);
         if (onCuda.failed())
           return c.status();
+        impl->backendName = *onCuda ? "cuda" : "cpu";
         if (looksLikeExecutable(path)) {
           if (!options.defines.empty() || !options.train.empty() ||
               !options.mesh.empty() || options.zero != 0 ||
@@ -618,6 +637,8 @@ Status Session::setParameter(const std::string &name, const Tensor &value) {
 int64_t Session::stepCount() const { return session::stepCount(*impl_); }
 
 uint64_t Session::seed() const { return impl_->seed; }
+
+const std::string &Session::backendName() const { return impl_->backendName; }
 
 Result<std::vector<DeviceCommunication>> Session::communication() const {
   return session::guarded(

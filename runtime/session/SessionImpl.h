@@ -53,6 +53,7 @@ struct Session::Impl {
   std::string optimizer; // "" without a training step
   uint64_t seed = 0;
   bool skipNonFiniteSteps = false;
+  std::string backendName; // "cpu" or "cuda": what the session runs on
   // Model source, so that diagnostics show the line and a caret.
   std::string sourceName, sourceText;
   // Every parameter and state tensor, and the fed inputs, by name.

@@ -13,6 +13,7 @@
 
 #include "backend/Launch.h"
 #include "backend/PlanReport.h"
+#include "support/AtomicFile.h"
 
 #include <mgc/Session.h>
 
@@ -457,8 +458,26 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
                               {{"the --log-json log", logOut.path}})})
     if (!why.empty())
       return usageError(why);
+  // Outputs written at the end are checked now, not after the training.
+  for (const NamedPath &output : {saveOut, traceOut})
+    if (!output.path.empty())
+      if (llvm::Error err = checkWritable(output.path))
+        return errorExit(output.what + ": " + llvm::toString(std::move(err)) +
+                         " (checked before the first step)");
 
   ModelFacts facts = inspectModel(modelPath, options.defines);
+  // What a model without a loss or parameters lacks, in the words of the
+  // model file rather than the library's.
+  if (facts.read && !facts.hasLoss)
+    return errorExit("'" + modelPath +
+                     "' has no loss: mgc run trains a model by minimising its "
+                     "scalar `loss = ...` output (without one, 'mgc compile' "
+                     "shows and checks the model)");
+  if (facts.read && !facts.hasParams)
+    return errorExit("'" + modelPath +
+                     "' has a loss but no parameters: there is nothing to "
+                     "train (declare the `param` tensors the loss depends "
+                     "on)");
   if (!args->has("--seed") && facts.trainSeed)
     seed = static_cast<int64_t>(*facts.trainSeed);
   options.seed = static_cast<uint64_t>(seed);
@@ -559,6 +578,9 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
   }
   out << "training " << modelPath << " from step " << firstStep << " to "
       << steps << " on " << setup->description;
+  // Which backend "auto" chose, and any that is not the default.
+  if (options.backend != "cpu")
+    out << ", backend " << s.backendName();
   if (mesh->mesh)
     out << ", mesh " << s.meshText() << " (" << mesh->mesh->numDevices()
         << (s.processCount() > 1

@@ -121,6 +121,9 @@ ModelFacts inspectModel(const std::string &path,
       return facts;
   }
   const ir::Module &m = module ? *module : *exe->module;
+  facts.read = true;
+  facts.hasLoss = m.graph().lossOutput() != nullptr;
+  facts.hasParams = !m.graph().params().empty();
   collectIntRanges(m, facts);
   auto number = [&](llvm::StringRef key) -> std::optional<double> {
     const ir::AttrValue *v = m.attrs().find(key);
@@ -169,6 +172,12 @@ llvm::Expected<DataSetup> makeDataSource(const std::vector<TensorInfo> &inputs,
   if (!specs.empty() && !specs[0].type.shape.empty())
     setup.samplesPerStep = specs[0].type.shape[0];
 
+  if (!choice.intRange.empty() &&
+      (!choice.tokenFile.empty() || !choice.arrays.empty()))
+    return runtime::dataError(
+        "--int-range is for synthetic data; with " +
+        llvm::Twine(choice.arrays.empty() ? "--text or --tokens" : "--data") +
+        " the files give the values");
   if (!choice.tokenFile.empty()) {
     runtime::TokenSourceOptions options;
     options.path = choice.tokenFile;
@@ -219,6 +228,12 @@ llvm::Expected<DataSetup> makeDataSource(const std::vector<TensorInfo> &inputs,
       auto input = runtime::findInput(specs, name, "--int-range");
       if (!input)
         return input.takeError();
+      if (!ir::isInteger((*input)->type.dtype))
+        return runtime::dataError(
+            "--int-range " + name + "=" + llvm::Twine(n) + ": input '" + name +
+            "' is " + (*input)->type.str() +
+            "; --int-range sets the values of integer inputs (floats are "
+            "normal)");
     }
     for (const auto &spec : specs) {
       if (!ir::isInteger(spec.type.dtype))

@@ -26,6 +26,10 @@ struct ModelFacts {
   std::optional<uint64_t> trainSeed;
   // The train section's precision ("fp32", "bf16"), empty when unset.
   std::string trainPrecision;
+  // Whether the model was read, and what there is to train: a loss output
+  // and parameters (for .mgx: a training step).
+  bool read = false;
+  bool hasLoss = false, hasParams = false;
 };
 
 // Compiles (.mg) or reads (.mgx) the model once more to learn its facts.
