@@ -6,13 +6,17 @@ namespace mgc::ir {
 
 std::string formatInit(const Init &init) {
   switch (init.kind) {
-  case InitKind::Zeros: return "zeros";
-  case InitKind::Ones: return "ones";
-  case InitKind::Xavier: return "xavier";
+  case InitKind::Zeros:
+    return "zeros";
+  case InitKind::Ones:
+    return "ones";
+  case InitKind::Xavier:
+    return "xavier";
   case InitKind::Normal:
     return "normal(" + formatDouble(init.a) + ", " + formatDouble(init.b) + ")";
   case InitKind::Uniform:
-    return "uniform(" + formatDouble(init.a) + ", " + formatDouble(init.b) + ")";
+    return "uniform(" + formatDouble(init.a) + ", " + formatDouble(init.b) +
+           ")";
   }
   return "?";
 }
@@ -140,6 +144,24 @@ void Graph::replaceAllUsesWith(Value *from, Value *to) {
   for (Update &u : updates_)
     if (u.value == from)
       u.value = to;
+}
+
+void Graph::replaceAllUsesWith(
+    const llvm::DenseMap<Value *, Value *> &replace) {
+  if (replace.empty())
+    return;
+  auto map = [&](Value *v) {
+    auto it = replace.find(v);
+    return it == replace.end() ? v : it->second;
+  };
+  for (auto &op : ops_)
+    for (unsigned i = 0; i < op->numOperands(); ++i)
+      if (Value *to = map(op->operand(i)); to != op->operand(i))
+        op->setOperand(i, to);
+  for (Output &o : outputs_)
+    o.value = map(o.value);
+  for (Update &u : updates_)
+    u.value = map(u.value);
 }
 
 void Graph::remapResults(const std::function<Value *(Value *)> &map) {

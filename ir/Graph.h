@@ -188,6 +188,9 @@ public:
   // Makes every use of `from` (operands, outputs and update values) use `to`
   // instead. Update targets are not uses: they name the argument updated.
   void replaceAllUsesWith(Value *from, Value *to);
+  // The same for many values at once, in one pass over the graph: a pass
+  // replacing values one by one would be quadratic in the graph's size.
+  void replaceAllUsesWith(const llvm::DenseMap<Value *, Value *> &replace);
   // Replaces the value of every output and update by `map(value)`: how a
   // pass that merged or rewrote values redirects the graph's results.
   void remapResults(const std::function<Value *(Value *)> &map);

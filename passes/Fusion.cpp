@@ -36,10 +36,14 @@ namespace {
 // The cast instruction that rounds to `dtype`.
 ir::FusedOp castTo(ir::DType dtype) {
   switch (dtype) {
-  case ir::DType::BF16: return ir::FusedOp::CastBF16;
-  case ir::DType::F16: return ir::FusedOp::CastF16;
-  case ir::DType::F64: return ir::FusedOp::CastF64;
-  default: return ir::FusedOp::CastF32;
+  case ir::DType::BF16:
+    return ir::FusedOp::CastBF16;
+  case ir::DType::F16:
+    return ir::FusedOp::CastF16;
+  case ir::DType::F64:
+    return ir::FusedOp::CastF64;
+  default:
+    return ir::FusedOp::CastF32;
   }
 }
 
@@ -70,8 +74,10 @@ public:
 
   LogicalResult run(DiagnosticEngine &diag) {
     std::vector<Op *> order;
-    for (auto &op : g_.ops())
-      order.push_back(op.get());
+    for (auto it = g_.ops().begin(); it != g_.ops().end(); ++it) {
+      position_[it->get()] = {order.size(), it};
+      order.push_back(it->get());
+    }
     for (Op *op : order) {
       if (!instructionOf(*op))
         continue;
@@ -92,6 +98,7 @@ public:
     for (auto &[root, members] : groupOf_)
       if (members.size() >= 2 && failed(fuse(root, members, diag)))
         return failure();
+    g_.replaceAllUsesWith(replaced_);
     g_.eraseOpsIf([&](const Op &op) { return erase_.count(&op) > 0; });
     // Constants and broadcasts the groups read through, if now unused (a
     // broadcast first, then the constant it broadcast).
@@ -109,12 +116,8 @@ private:
   LogicalResult fuse(Op *root, std::vector<Op *> members,
                      DiagnosticEngine &diag) {
     // Graph order, so that every member's operands come first.
-    llvm::DenseMap<const Op *, size_t> position;
-    size_t i = 0;
-    for (auto &op : g_.ops())
-      position[op.get()] = i++;
     std::sort(members.begin(), members.end(), [&](Op *a, Op *b) {
-      return position[a] < position[b];
+      return position_[a].index < position_[b].index;
     });
     ir::FusedExpr expr;
     std::vector<Value *> operands;
@@ -132,9 +135,9 @@ private:
       }
       if (def && def->kind() == ir::OpKind::Constant) {
         absorbed_.insert(def);
-        return {ir::FusedArg::Kind::Literal, 0,
-                ir::roundToDType(def->attrs().getFloat("value"),
-                                 v->type().dtype)};
+        return {
+            ir::FusedArg::Kind::Literal, 0,
+            ir::roundToDType(def->attrs().getFloat("value"), v->type().dtype)};
       }
       auto [it, inserted] = operandIndex.try_emplace(v, operands.size());
       if (inserted)
@@ -157,9 +160,7 @@ private:
       }
       resultIndex[m->result()] = index;
     }
-    auto pos = g_.ops().begin();
-    while (pos->get() != root)
-      ++pos;
+    ir::Graph::OpIterator pos = position_[root].at;
     const ir::TensorType &t = root->type();
     Op *fused = g_.createOpBefore(
         pos, ir::OpKind::Fused, operands,
@@ -173,7 +174,7 @@ private:
       diag.error(root->loc(), "fuse: " + error + " (internal error)");
       return failure();
     }
-    g_.replaceAllUsesWith(root->result(), fused->result());
+    replaced_[root->result()] = fused->result();
     for (Op *m : members)
       erase_.insert(m);
     return success();
@@ -181,6 +182,16 @@ private:
 
   ir::Graph &g_;
   llvm::DenseMap<const Value *, unsigned> uses_;
+  // Every op of the graph before fusion: its place in graph order and in
+  // the list (list iterators stay valid as fused ops are inserted).
+  struct Place {
+    size_t index;
+    ir::Graph::OpIterator at;
+  };
+  llvm::DenseMap<const Op *, Place> position_;
+  // Each fused group's root result -> the fused op's, replaced in one pass
+  // once every group is made.
+  llvm::DenseMap<Value *, Value *> replaced_;
   // Open groups by their last op (the only member used outside).
   std::map<Op *, std::vector<Op *>> groupOf_;
   llvm::DenseSet<const Op *> erase_, absorbed_;
@@ -197,8 +208,6 @@ public:
 
 } // namespace
 
-std::unique_ptr<Pass> createFusePass() {
-  return std::make_unique<FusePass>();
-}
+std::unique_ptr<Pass> createFusePass() { return std::make_unique<FusePass>(); }
 
 } // namespace mgc::passes
