@@ -8,14 +8,15 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
-#include <bit>
 #include <cstring>
 #include <vector>
 
 namespace mgc::runtime {
 
 // Tensor storage is written and read as is: the format is little-endian.
-static_assert(std::endian::native == std::endian::little,
+// (The compiler's macro rather than std::endian: this file also builds as
+// C++17, see fuzz/CMakeLists.txt.)
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "safetensors I/O assumes a little-endian host");
 
 // The reference implementation refuses larger headers; so do we, so that a
@@ -77,8 +78,9 @@ llvm::Expected<std::string> encodeSafeTensorsHeader(const TensorMap &tensors,
       });
     }
     uint64_t offset = 0;
-    for (const auto &[name, tensor] : tensors) {
-      json.attributeObject(name, [&] {
+    for (const auto &entry : tensors) {
+      const Tensor &tensor = entry.second;
+      json.attributeObject(entry.first, [&] {
         json.attribute("dtype", safeTensorsDTypeName(tensor.dtype()));
         json.attributeArray("shape", [&] {
           for (int64_t d : tensor.shape())

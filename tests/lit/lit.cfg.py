@@ -25,6 +25,15 @@ config.substitutions.append(("%mgc_obj", config.mgc_obj_root))
 if os.path.exists(os.path.join(config.mgc_obj_root, "runtime", "session", "libmgc.so")):
     config.available_features.add("libmgc")
 
+# A sanitizer build (scripts/sanitize.sh) reserves terabytes of address
+# space for its shadow memory: tests that limit virtual memory cannot run.
+if getattr(config, "mgc_sanitize", "").upper() in ("ON", "TRUE", "1"):
+    config.available_features.add("asan")
+# The sanitizer settings reach the tests' processes.
+for name in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
+    if name in os.environ:
+        config.environment[name] = os.environ[name]
+
 # Tests that make device nodes of their own (mknod) need root.
 if hasattr(os, "geteuid") and os.geteuid() == 0:
     config.available_features.add("root")
@@ -43,6 +52,11 @@ if config.mgc_mpi.upper() in ("ON", "TRUE", "1") and shutil.which("mpirun"):
     mpirun = "mpirun --oversubscribe --mca btl self,vader --mca btl_vader_single_copy_mechanism none"
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         mpirun += " --allow-run-as-root"
+    # Under the sanitizers, Open MPI's own allocations that it keeps until
+    # exit would fail every job (their stacks do not unwind for a
+    # suppression to match): ranks run without leak detection.
+    if "asan" in config.available_features:
+        mpirun += " -x ASAN_OPTIONS=%s:detect_leaks=0" % os.environ.get("ASAN_OPTIONS", "")
     # The tests of several processes run where mpirun can start two.
     import subprocess
     try:

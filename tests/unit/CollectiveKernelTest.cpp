@@ -159,7 +159,8 @@ void checkRun(const Run &run, const std::vector<DeviceOp> &ops) {
     REQUIRE(run.errors[d].empty());
     const Tensor &got = run.outputs[d], &want = ops[d].expected;
     REQUIRE(got.type() == want.type());
-    REQUIRE(std::memcmp(got.data(), want.data(), want.nbytes()) == 0);
+    REQUIRE((want.nbytes() == 0 ||
+             std::memcmp(got.data(), want.data(), want.nbytes()) == 0));
   }
 }
 
