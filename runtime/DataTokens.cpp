@@ -187,6 +187,18 @@ makeTokenSource(std::vector<InputSpec> inputs, TokenSourceOptions options) {
   if (!opened)
     return opened.takeError();
   size_t bytes = opened->size();
+  // A .npy file's header would be read as tokens.
+  char magic[6] = {};
+  if (options.format != TokenFileFormat::TextBytes && bytes >= 6) {
+    if (llvm::Error err = opened->read(0, 6, magic))
+      return err;
+    if (llvm::StringRef(magic, 6) == "\x93NUMPY")
+      return dataError(
+          "token file '" + options.path +
+          "' is a .npy file: --tokens reads a flat binary file of tokens "
+          "with no header (write one with numpy: "
+          "array.astype(numpy.uint16).tofile(path))");
+  }
   size_t tokenBytes = tokenBytesOf(options.format);
   if (bytes % tokenBytes)
     return dataError("token file '" + options.path + "' is " +
