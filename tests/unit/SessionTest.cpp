@@ -2,13 +2,12 @@
 // and executables, feeding, training steps against the interpreter, forward
 // runs, parameters, checkpoints with exact resume, and learning a teacher
 // task.
-#include "mgc/Session.h"
+#include "SessionTestSupport.h"
 
 #include "backend/Executable.h"
 #include "frontend/Frontend.h"
 #include "ir/Interpreter.h"
 #include "runtime/Checkpoint.h"
-#include "runtime/session/Guarded.h"
 #include "runtime/session/Pipeline.h"
 
 #include <doctest/doctest.h>
@@ -21,83 +20,7 @@
 namespace mgc {
 namespace {
 
-namespace fs = std::filesystem;
-
-std::string sample(const char *file) {
-  return std::string(MGC_SOURCE_DIR) + "/samples/" + file;
-}
-
-// A fresh folder for the files of one test.
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const char *tag) {
-    path = fs::temp_directory_path() / ("mgc-session-" + std::string(tag) +
-                                        "-" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const char *name) const { return (path / name).string(); }
-};
-
-// Deterministic data: splitmix64 per (stream, index).
-double uniform(uint64_t stream, uint64_t i) {
-  uint64_t z = stream * 0x9E3779B97F4A7C15ull + i + 0x632BE59BD9B4E019ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  return static_cast<double>(z >> 11) / 9007199254740992.0;
-}
-
-std::map<std::string, std::string> mlpDefines() {
-  return {{"B", "8"}, {"D", "12"}, {"H", "16"}, {"C", "4"}};
-}
-
-std::map<std::string, std::string> gptDefines() {
-  return {{"V", "32"}, {"T", "8"}, {"D", "16"},
-          {"H", "2"},  {"L", "2"}, {"B", "2"}};
-}
-
-std::map<std::string, std::string> adamwCosine() {
-  return {{"optimizer", "adamw"}, {"lr", "0.01"},
-          {"schedule", "cosine"}, {"steps", "20"},
-          {"warmup_steps", "3"},  {"weight_decay", "0.1"}};
-}
-
-// Batch number `k` for an input: floats in [-1, 1), integers below `ids`
-// (`pos` is 0, 1, ...).
-Tensor batchTensor(const TensorInfo &in, int64_t k, int ids) {
-  Tensor t = Tensor::zeros(in.dtype, in.shape);
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    double u = uniform(static_cast<uint64_t>(k) * 7 + in.name.size(),
-                       static_cast<uint64_t>(i));
-    if (in.dtype == DType::I32) {
-      int32_t v = in.name == "pos" ? static_cast<int32_t>(i)
-                                   : static_cast<int32_t>(u * ids);
-      std::memcpy(t.data() + 4 * i, &v, 4);
-    } else {
-      float v = static_cast<float>(2 * u - 1);
-      std::memcpy(t.data() + 4 * i, &v, 4);
-    }
-  }
-  return t;
-}
-
-void feedBatch(Session &s, int64_t k, int ids) {
-  for (const TensorInfo &in : s.inputs())
-    REQUIRE(s.feed(in.name, batchTensor(in, k, ids)));
-}
-
-std::unique_ptr<Session> makeSession(const std::string &path,
-                                     SessionOptions options) {
-  auto s = Session::create(path, options);
-  INFO(s.status().message());
-  REQUIRE(s);
-  return std::move(*s);
-}
+using namespace session_test;
 
 bool sameBytes(const Tensor &a, const Tensor &b) {
   return a.dtype() == b.dtype() && a.shape() == b.shape() &&
@@ -623,85 +546,6 @@ TEST_CASE("Session: the MLP learns a teacher task") {
   CHECK(lastLoss < 0.5 * firstLoss);
 }
 
-// --on-nonfinite skip: a step whose loss is not finite (a NaN in its batch)
-// leaves the parameters and the optimizer state as they were, bit for bit,
-// and the run goes on as if that batch had not been there; on one device
-// and on a mesh, whose devices then reload the host's state.
-TEST_CASE("session: a step that is not finite is undone when asked") {
-  for (const char *mesh : {"", "dp=2"}) {
-    CAPTURE(mesh);
-    SessionOptions options;
-    options.defines = mlpDefines();
-    options.train = {{"optimizer", "sgd"}, {"lr", "0.1"}};
-    options.mesh = mesh;
-    options.skipNonFiniteSteps = true;
-    auto skipping = makeSession(sample("mlp.mg"), options);
-    options.skipNonFiniteSteps = false;
-    auto reference = makeSession(sample("mlp.mg"), options);
-
-    feedBatch(*skipping, 0, 4);
-    feedBatch(*reference, 0, 4);
-    REQUIRE(skipping->step());
-    REQUIRE(reference->step());
-
-    std::vector<float> x(8 * 12, 0.5f);
-    x[5] = std::nanf("");
-    REQUIRE(skipping->feed("x", Tensor::fromFloats({8, 12}, x)));
-    auto bad = skipping->step();
-    REQUIRE(bad);
-    CHECK(bad->skipped);
-    CHECK_FALSE(bad->finite());
-    CHECK(bad->step == 2);
-    CHECK(skipping->stepCount() == 2);
-    for (const TensorInfo &p : skipping->parameters()) {
-      CAPTURE(p.name);
-      CHECK((*skipping->parameter(p.name)).toFloats() ==
-            (*reference->parameter(p.name)).toFloats());
-    }
-
-    feedBatch(*skipping, 1, 4);
-    feedBatch(*reference, 1, 4);
-    auto after = skipping->step();
-    auto expected = reference->step();
-    REQUIRE(after);
-    REQUIRE(expected);
-    CHECK_FALSE(after->skipped);
-    CHECK(after->loss == expected->loss);
-    for (const TensorInfo &p : skipping->parameters())
-      CHECK((*skipping->parameter(p.name)).toFloats() ==
-            (*reference->parameter(p.name)).toFloats());
-  }
-}
-
-// The step counter in a checkpoint is a whole number of steps >= 0 and the
-// step its metadata names; anything else is refused naming the value.
-TEST_CASE("session: a checkpoint's step counter must be a whole step") {
-  TempDir dir("step-counter");
-  SessionOptions options;
-  options.defines = mlpDefines();
-  auto s = makeSession(sample("mlp.mg"), options);
-  feedBatch(*s, 0, 4);
-  REQUIRE(s->step());
-  std::string path = dir.file("c.ckpt");
-  REQUIRE(s->saveCheckpoint(path));
-  auto saved = runtime::loadCheckpoint(path);
-  REQUIRE(saved);
-  for (auto [value, why] : std::vector<std::pair<double, std::string>>{
-           {std::nan(""), "holds nan, not a whole number of steps >= 0"},
-           {-1, "holds -1, not a whole number"},
-           {1.5, "holds 1.5, not a whole number"},
-           {5, "holds 5 but its metadata says step 1"}}) {
-    CAPTURE(value);
-    runtime::Checkpoint c = *saved;
-    c.tensors.at("opt.step").set(0, value);
-    REQUIRE_FALSE(llvm::errorToBool(runtime::saveCheckpoint(path, c)));
-    Status st = s->loadCheckpoint(path);
-    CHECK_FALSE(st);
-    CHECK(st.message().find("its step counter 'opt.step' " + why) !=
-          std::string::npos);
-  }
-}
-
 } // namespace
 } // namespace mgc
 
@@ -806,20 +650,4 @@ TEST_CASE("session: a pipeline (pp in the mesh) reports how it ran, and "
       mgc::Session::create(MGC_SOURCE_DIR "/samples/gpt.mg", options);
   REQUIRE(noPipeline);
   CHECK_FALSE((*noPipeline)->pipelineReport());
-}
-
-TEST_CASE("session: exceptions inside a call become its error") {
-  using mgc::session::guarded;
-  mgc::Status refused = guarded("the training step", []() -> mgc::Status {
-    throw std::system_error(EAGAIN, std::generic_category(), "thread");
-  });
-  CHECK(refused.message().rfind("error: the training step: the system "
-                                "refused a resource (thread: ",
-                                0) == 0);
-  mgc::Result<int> memory = guarded(
-      "the forward pass", []() -> mgc::Result<int> { throw std::bad_alloc(); });
-  CHECK(memory.status().message() == "error: the forward pass: out of memory");
-  mgc::Result<int> fine = guarded("x", []() -> mgc::Result<int> { return 3; });
-  REQUIRE(fine);
-  CHECK(*fine == 3);
 }
