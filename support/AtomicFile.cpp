@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <signal.h>
+#include <string>
 #include <system_error>
 #include <unistd.h>
 
@@ -39,11 +41,50 @@ llvm::Error FileSink::write(llvm::StringRef bytes) {
   return llvm::Error::success();
 }
 
-// A new file `<path>.tmp-XXXXXX` in path's folder, open for writing.
+// Temporary files are named `<path>.tmp-<host>-<pid>-XXXXXX`: the host and
+// the process that writes one say whether its writer is still alive. A
+// writer killed by SIGKILL (or a power loss) cannot remove its own.
+static std::string temporaryPrefix(llvm::StringRef path) {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0 || host[0] == '\0')
+    std::strcpy(host, "host");
+  // A '-' or '/' in a host name would make the name ambiguous to parse.
+  for (char *c = host; *c; ++c)
+    if (*c == '-' || *c == '/')
+      *c = '_';
+  return (path + ".tmp-" + host + "-").str();
+}
+
+// Removes the temporary files of `path` left by writers on this host that
+// are no longer alive. Those of live processes (another job saving to the
+// same path) and of other hosts (a shared filesystem) are left alone.
+static void removeAbandonedTemporaries(llvm::StringRef path) {
+  std::string prefix = temporaryPrefix(path);
+  llvm::StringRef dir = llvm::sys::path::parent_path(prefix);
+  llvm::StringRef namePrefix = llvm::sys::path::filename(prefix);
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator it(dir.empty() ? "." : dir, ec), end;
+       !ec && it != end; it.increment(ec)) {
+    llvm::StringRef name = llvm::sys::path::filename(it->path());
+    if (!name.consume_front(namePrefix))
+      continue;
+    auto [pidText, rest] = name.split('-');
+    long pid = 0;
+    if (rest.empty() || pidText.getAsInteger(10, pid) || pid <= 0)
+      continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH)
+      continue; // alive, or not ours to ask about
+    llvm::sys::fs::remove(it->path());
+  }
+}
+
+// A new temporary file beside `path`, open for writing.
 static llvm::Error createTemporaryBeside(llvm::StringRef path, int &fd,
                                          llvm::SmallString<256> &tmp) {
-  llvm::SmallString<256> model(path);
-  model += ".tmp-%%%%%%";
+  removeAbandonedTemporaries(path);
+  llvm::SmallString<256> model(temporaryPrefix(path));
+  model += std::to_string(::getpid());
+  model += "-%%%%%%";
   if (std::error_code ec = llvm::sys::fs::createUniqueFile(model, fd, tmp))
     return llvm::createStringError(ec, "cannot write '%s': %s",
                                    path.str().c_str(), ec.message().c_str());

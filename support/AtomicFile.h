@@ -24,12 +24,14 @@ private:
   uint64_t written_ = 0;
 };
 
-// Writes `path` atomically: a temporary file `<name>.tmp-XXXXXX` in the same
-// folder receives the content from `fill`, is flushed to disk (fsync), then
+// Writes `path` atomically: a temporary file `<name>.tmp-<host>-<pid>-XXXXXX`
+// in the same folder receives the content from `fill`, is flushed to disk (fsync), then
 // renamed over `path`, and the folder is fsynced so the rename itself is
 // durable. If `fill` fails, or any step fails, the temporary file is removed
 // and `path` is untouched. Errors name `path` and the reason. A target that
 // exists and is a device or a pipe (/dev/null) is written in place.
+// Temporary files of `path` that a writer on this host killed by SIGKILL
+// left behind (their process is gone) are removed first.
 llvm::Error
 writeFileAtomically(llvm::StringRef path,
                     llvm::function_ref<llvm::Error(FileSink &)> fill);

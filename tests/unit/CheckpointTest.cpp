@@ -2,6 +2,7 @@
 
 #include "runtime/Checkpoint.h"
 #include "support/AtomicFile.h"
+#include "llvm/Support/FileSystem.h"
 
 #include <doctest/doctest.h>
 
@@ -245,4 +246,37 @@ TEST_CASE("checkpoint: a process killed while saving never leaves a torn "
     CHECK(step >= 1);
     checkEqual(sampleCheckpoint(step, 1, size), *loaded);
   }
+  // The next save removes what the killed writers left behind.
+  REQUIRE(errorText(saveCheckpoint(path, sampleCheckpoint(99, 1, 8))) == "");
+  CHECK(countFiles(dir.path(), ".tmp-") == 0);
+}
+
+TEST_CASE("checkpoint: a save removes only the temporary files of writers "
+          "that are gone") {
+  TempDir dir;
+  std::string path = dir.file("c.safetensors");
+  char host[256] = {};
+  REQUIRE(gethostname(host, sizeof host - 1) == 0);
+  for (char *c = host; *c; ++c)
+    if (*c == '-' || *c == '/')
+      *c = '_';
+  std::string prefix = path + ".tmp-" + host + "-";
+  // A child that has exited: its pid is gone once it is reaped.
+  pid_t gone = fork();
+  REQUIRE(gone >= 0);
+  if (gone == 0)
+    _exit(0);
+  waitpid(gone, nullptr, 0);
+  std::string abandoned = prefix + std::to_string(gone) + "-aaaaaa";
+  std::string live = prefix + std::to_string(getpid()) + "-bbbbbb";
+  std::string otherHost = path + ".tmp-elsewhere-1-cccccc";
+  std::string otherTarget = dir.file("d.safetensors") + ".tmp-" + host + "-" +
+                            std::to_string(gone) + "-dddddd";
+  for (const std::string &file : {abandoned, live, otherHost, otherTarget})
+    writeBytes(file, "partial");
+  REQUIRE(errorText(saveCheckpoint(path, sampleCheckpoint(1, 1))) == "");
+  CHECK(!llvm::sys::fs::exists(abandoned));
+  CHECK(llvm::sys::fs::exists(live));
+  CHECK(llvm::sys::fs::exists(otherHost));
+  CHECK(llvm::sys::fs::exists(otherTarget));
 }

@@ -6,6 +6,7 @@
 #include "tools/mgc/RunProgress.h"
 
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Process.h"
@@ -549,9 +550,18 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
   std::optional<int64_t> lastSaved;
   if (args->has("--resume") && args->get("--resume") == savePath)
     lastSaved = s.stepCount();
+  // A save that fails (a full disk) leaves the file as it was: say what it
+  // holds, so that the user knows what a --resume would start from.
   auto save = [&]() -> int {
     Status st = s.saveCheckpoint(savePath);
-    return st ? kSuccess : errorExit(st.message());
+    if (st)
+      return kSuccess;
+    std::string left = lastSaved ? "'" + savePath + "' still holds step " +
+                                       std::to_string(*lastSaved)
+                       : llvm::sys::fs::exists(savePath)
+                           ? "'" + savePath + "' was left as it was"
+                           : "no checkpoint was written";
+    return errorExit(st.message() + "; " + left);
   };
 
   // Rank 0 speaks for the job: progress, the summary and the JSON log.

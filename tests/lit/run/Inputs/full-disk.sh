@@ -4,12 +4,8 @@
 # and mount(2); where neither is there it says so and passes.
 set -u
 mgc=$1 model=$2 dir=$3
-mkdir -p "$dir/tiny"
-if [ "$(id -u)" != 0 ] || ! mount -t tmpfs -o size=8k tmpfs "$dir/tiny" 2>/dev/null; then
-  echo "full-disk: skipped (needs root and a tmpfs mount)"
-  exit 0
-fi
-trap 'umount "$dir/tiny"' EXIT
+source "$(dirname "$0")/small-tmpfs.sh"
+small_tmpfs full-disk "$dir/tiny" 8k
 "$mgc" run "$model" -D B=8 -D D=8 -D H=8 -D C=2 --steps 200 --log-json "$dir/tiny/log.json" \
   --save "$dir/full-disk.ckpt" > "$dir/full-disk.out" 2> "$dir/full-disk.err"
 rc=$?
