@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,22 @@ struct QueueTimes {
 // trace and `--emit=plan` agree); for other ops their scope.
 std::string traceDetail(const ir::Op &op, const ir::Mesh &mesh);
 
+// Where a step's values first stopped being finite, when an executor is
+// asked to look (CpuOptions::findNonFinite): the first op, in the program's
+// order, whose result holds a NaN or an infinity. Either its operands are
+// all finite (the op made it: an exp that overflowed, a 0/0) or one of them
+// is an argument of the program that already was not (`argument`: an input
+// batch, a parameter or state from an earlier step).
+struct NonFiniteOrigin {
+  int64_t device = 0; // the device of a mesh; 0 for one device
+  size_t step = 0;    // the op's index in the program's order
+  const ir::Op *op = nullptr;
+  const ir::Value *argument = nullptr;
+  // A communication op whose own operands were finite: it received the
+  // value from a peer, where the origin is (a later op of that device).
+  bool received = false;
+};
+
 class DeviceMesh {
 public:
   virtual ~DeviceMesh() = default;
@@ -82,6 +99,13 @@ public:
   virtual const ir::Mesh &mesh() const = 0;
   // The devices this process runs, in increasing order.
   virtual llvm::ArrayRef<int64_t> localDevices() const = 0;
+  // Where the last run's values first stopped being finite, on the lowest
+  // device that made a value that is not finite rather than received one:
+  // only for devices asked to look for it, as CPU
+  // devices can be (MeshOptions::findNonFinite).
+  virtual std::optional<NonFiniteOrigin> firstNonFinite() const {
+    return std::nullopt;
+  }
 };
 
 // Checks the device programs of a mesh before any device is made: one per

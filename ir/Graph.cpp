@@ -4,6 +4,20 @@
 
 namespace mgc::ir {
 
+llvm::StringRef valueKindWord(ValueKind kind) {
+  switch (kind) {
+  case ValueKind::Param:
+    return "parameter";
+  case ValueKind::State:
+    return "state";
+  case ValueKind::Result:
+    return "result";
+  case ValueKind::Input:
+    break;
+  }
+  return "input";
+}
+
 std::string formatInit(const Init &init) {
   switch (init.kind) {
   case InitKind::Zeros:

@@ -29,6 +29,9 @@ class Graph;
 // persistent but not trained (optimizer moments, step counters). Result: an
 // op's result.
 enum class ValueKind : uint8_t { Input, Param, Result, State };
+// What messages call an argument of this kind: "input", "parameter",
+// "state" ("result" for an op's result).
+llvm::StringRef valueKindWord(ValueKind kind);
 
 // How a parameter is initialised. normal(mean = a, std = b),
 // uniform(low = a, high = b), xavier (uniform with the Glorot bound from

@@ -3,32 +3,22 @@
 #include "backend/cpu/CpuExecutor.h"
 
 #include "backend/PlanReport.h"
+#include "backend/cpu/Elem.h"
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstring>
 #include <new>
 
 namespace mgc::backend::cpu {
 
-namespace {
+namespace {} // namespace
 
-std::string kindWord(const ir::Value &v) {
-  switch (v.kind()) {
-  case ir::ValueKind::Param:
-    return "parameter";
-  case ir::ValueKind::State:
-    return "state";
-  default:
-    return "input";
-  }
-}
-
-} // namespace
-
-CpuExecutor::CpuExecutor(const Executable &exe, unsigned threads,
-                         Communicator *comm)
-    : exe_(exe), pool_(threads), comm_(comm) {}
+CpuExecutor::CpuExecutor(const Executable &exe, const CpuOptions &options,
+                         unsigned threads)
+    : exe_(exe), pool_(threads), comm_(options.comm),
+      findNonFinite_(options.findNonFinite) {}
 
 CpuExecutor::~CpuExecutor() {
   ::operator delete(arena_, std::align_val_t(kArenaAlignment));
@@ -44,7 +34,7 @@ std::unique_ptr<CpuExecutor> CpuExecutor::create(const Executable &exe,
   if (failed(checkExecutable(exe, exe.module->name(), diag)))
     return nullptr;
   unsigned threads = options.threads ? options.threads : hardwareThreads();
-  std::unique_ptr<CpuExecutor> ex(new CpuExecutor(exe, threads, options.comm));
+  std::unique_ptr<CpuExecutor> ex(new CpuExecutor(exe, options, threads));
   const ir::Graph &graph = exe.module->graph();
   for (const auto &arg : graph.arguments())
     ex->arguments_.push_back(arg.get());
@@ -138,13 +128,17 @@ LogicalResult CpuExecutor::bindArguments(const TensorRefs &arguments,
                                          Bound &bound, DiagnosticEngine &diag,
                                          llvm::StringRef prefix) {
   unsigned before = diag.errorCount();
+  {
+    std::lock_guard<std::mutex> lock(nonFiniteMutex_);
+    nonFinite_.reset();
+  }
   bound.assign(arguments_.size(), nullptr);
   for (size_t i = 0; i < arguments_.size(); ++i) {
     const ir::Value &arg = *arguments_[i];
     auto it = arguments.find(arg.name());
     if (it == arguments.end()) {
-      diag.error(prefix.str() + "missing tensor for " + kindWord(arg) + " '" +
-                 arg.name() + "'");
+      diag.error(prefix.str() + "missing tensor for " +
+                 ir::valueKindWord(arg.kind()).str() + " '" + arg.name() + "'");
       continue;
     }
     if (it->second->type() != arg.type()) {
@@ -177,11 +171,63 @@ LogicalResult CpuExecutor::runStep(size_t index, const Bound &bound,
                   pool,
                   &why,
                   comm_};
-  if (succeeded(step.kernel(args)))
+  if (succeeded(step.kernel(args))) {
+    if (findNonFinite_)
+      checkFinite(index, args.out, operands);
     return success();
+  }
   error = "op %" + std::to_string(index) + " (" + step.op->name().str() +
           "): " + why;
   return failure();
+}
+
+namespace {
+// Whether every element of `t` is a finite number (integers always are).
+bool allFinite(TensorRef t) {
+  return visitDType(t.dtype(), [&]<typename S>() {
+    if constexpr (kIsInt<S>) {
+      return true;
+    } else {
+      const S *p = t.as<S>();
+      for (int64_t i = 0, n = t.size(); i < n; ++i)
+        if (!std::isfinite(Elem<S>::load(p[i])))
+          return false;
+      return true;
+    }
+  });
+}
+} // namespace
+
+void CpuExecutor::checkFinite(size_t index, TensorRef result,
+                              llvm::ArrayRef<TensorRef> operands) {
+  const Step &step = steps_[index];
+  // A constant is what the model says, an infinity used as a mask
+  // included: not where a step went wrong.
+  if (step.op->kind() == ir::OpKind::Constant || allFinite(result))
+    return;
+  std::lock_guard<std::mutex> lock(nonFiniteMutex_);
+  if (nonFinite_ && nonFinite_->step <= index)
+    return;
+  NonFiniteOrigin origin;
+  origin.step = index;
+  origin.op = step.op;
+  bool operandsFinite = true;
+  for (size_t i = 0; i < operands.size(); ++i) {
+    if (allFinite(operands[i]))
+      continue;
+    operandsFinite = false;
+    if (step.operands[i].argument >= 0) {
+      origin.argument = arguments_[step.operands[i].argument];
+      break;
+    }
+  }
+  origin.received = operandsFinite && step.op->info().has(ir::kCollective);
+  nonFinite_ = origin;
+}
+
+std::optional<NonFiniteOrigin> CpuExecutor::firstNonFinite() const {
+  std::lock_guard<std::mutex> lock(nonFiniteMutex_);
+  return nonFinite_;
 }
 
 RunResult CpuExecutor::collectResults(const Bound &bound) {

@@ -13,12 +13,15 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace mgc::backend::cpu {
 
 using backend::NamedTensors;
+using backend::NonFiniteOrigin;
 using backend::RunResult;
 
 struct CpuOptions {
@@ -28,6 +31,10 @@ struct CpuOptions {
   // The device's communicator in a multi-device run (kernels of the
   // communication ops and local_split use it); null for one device.
   Communicator *comm = nullptr;
+  // After each op, look for a NaN or an infinity in its result and keep the
+  // first op that made one (firstNonFinite()): a scan of every result, for
+  // finding where a diverging step went wrong.
+  bool findNonFinite = false;
 };
 
 class CpuExecutor {
@@ -48,8 +55,7 @@ public:
   // The same with the tensors held elsewhere (they must outlive the call):
   // a runtime whose programs share tensors passes them without copies.
   using TensorRefs = std::map<std::string, const runtime::Tensor *>;
-  FailureOr<RunResult> run(const TensorRefs &arguments,
-                           DiagnosticEngine &diag);
+  FailureOr<RunResult> run(const TensorRefs &arguments, DiagnosticEngine &diag);
 
   const Executable &executable() const { return exe_; }
   uint64_t arenaBytes() const { return exe_.plan.peak; }
@@ -78,9 +84,17 @@ public:
   ThreadPool &pool() { return pool_; }
   // Copies the outputs and update values out of the arena (and arguments).
   RunResult collectResults(const Bound &bound);
+  // With CpuOptions::findNonFinite: the first op of the last run (since
+  // bindArguments) whose result was not finite; none if all were.
+  std::optional<NonFiniteOrigin> firstNonFinite() const;
 
 private:
-  CpuExecutor(const Executable &exe, unsigned threads, Communicator *comm);
+  CpuExecutor(const Executable &exe, const CpuOptions &options,
+              unsigned threads);
+  // Records step `index` if its result is not finite and it comes before
+  // the op recorded so far (steps may run on several threads).
+  void checkFinite(size_t index, TensorRef result,
+                   llvm::ArrayRef<TensorRef> operands);
 
   // Where an operand comes from: an argument (by index) or the arena.
   struct Source {
@@ -105,6 +119,9 @@ private:
   std::vector<const ir::Value *> arguments_; // graph arguments in order
   std::vector<Step> steps_;
   std::byte *arena_ = nullptr;
+  bool findNonFinite_ = false;
+  mutable std::mutex nonFiniteMutex_;
+  std::optional<NonFiniteOrigin> nonFinite_;
   // Arena offset of each op's result (by result value).
   llvm::DenseMap<const ir::Value *, uint64_t> offsetOf_;
 };

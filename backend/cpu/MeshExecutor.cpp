@@ -75,6 +75,7 @@ MeshExecutor::create(const ir::Mesh &mesh,
     CpuOptions cpu;
     cpu.threads = threads;
     cpu.comm = &impl->comms->endpoint(d);
+    cpu.findNonFinite = options.findNonFinite;
     std::unique_ptr<CpuExecutor> ex =
         CpuExecutor::create(*programs[d], cpu, diag);
     if (!ex) {
@@ -174,6 +175,19 @@ void MeshExecutor::setTraceOrigin(
 }
 
 const ir::Mesh &MeshExecutor::mesh() const { return impl_->mesh; }
+
+std::optional<NonFiniteOrigin> MeshExecutor::firstNonFinite() const {
+  std::optional<NonFiniteOrigin> received;
+  for (const auto &device : impl_->devices)
+    if (auto origin = device->executor().firstNonFinite()) {
+      origin->device = device->index();
+      if (!origin->received)
+        return origin;
+      if (!received)
+        received = origin;
+    }
+  return received;
+}
 
 llvm::ArrayRef<int64_t> MeshExecutor::localDevices() const {
   return impl_->comms->localDevices();

@@ -34,6 +34,9 @@ struct MeshOptions {
   unsigned threadsPerDevice = 1;
   // Record a timeline of every op (see trace()).
   bool trace = false;
+  // Each device looks for the first op whose result is not finite
+  // (CpuOptions::findNonFinite).
+  bool findNonFinite = false;
   // Makes the communicators, and so chooses the devices this process runs
   // (CommunicatorSet::localDevices); empty: the in-process communicator
   // of every device.
@@ -62,6 +65,7 @@ public:
   void setTraceOrigin(std::chrono::steady_clock::time_point origin) override;
   const ir::Mesh &mesh() const override;
   llvm::ArrayRef<int64_t> localDevices() const override;
+  std::optional<NonFiniteOrigin> firstNonFinite() const override;
 
 private:
   struct Impl;

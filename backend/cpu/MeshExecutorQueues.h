@@ -77,6 +77,7 @@ public:
 
   int64_t index() const { return index_; }
   CpuExecutor &executor() { return *executor_; }
+  const CpuExecutor &executor() const { return *executor_; }
   CpuExecutor::Bound &bound() { return bound_; }
 
   // Runs the step on the device's threads with the arguments bound in

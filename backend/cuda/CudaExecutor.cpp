@@ -28,20 +28,7 @@
 
 namespace mgc::backend::cuda {
 
-namespace {
-
-std::string kindWord(const ir::Value &v) {
-  switch (v.kind()) {
-  case ir::ValueKind::Param:
-    return "parameter";
-  case ir::ValueKind::State:
-    return "state";
-  default:
-    return "input";
-  }
-}
-
-} // namespace
+namespace {} // namespace
 
 struct CudaExecutor::State {
   const Executable &exe;
@@ -629,8 +616,8 @@ FailureOr<RunResult> CudaExecutor::run(const NamedTensors &arguments,
     const ir::Value &arg = *s.arguments[i];
     auto it = arguments.find(arg.name());
     if (it == arguments.end()) {
-      diag.error("missing tensor for " + kindWord(arg) + " '" + arg.name() +
-                 "'");
+      diag.error("missing tensor for " + ir::valueKindWord(arg.kind()).str() +
+                 " '" + arg.name() + "'");
       continue;
     }
     if (it->second.type() != arg.type()) {

@@ -171,6 +171,12 @@ struct SessionOptions {
   // the data stay in step (like torch's GradScaler skipping
   // optimizer.step()). It costs a copy of the state before every step.
   bool skipNonFiniteSteps = false;
+  // After every op of a step, look for a NaN or an infinity in its result,
+  // so that a step that is not finite says where its values first stopped
+  // being finite (StepResult::nonFiniteOrigin), like torch's anomaly
+  // detection. It scans every result: steps run slower. The CPU backend,
+  // on one device or a mesh without a pp axis.
+  bool findNonFinite = false;
 };
 
 // One device's communication on a mesh (Session::communication).
@@ -209,6 +215,10 @@ struct StepResult {
   // With SessionOptions::skipNonFiniteSteps: the step was not finite and
   // its update was undone.
   bool skipped = false;
+  // With SessionOptions::findNonFinite, when the step was not finite: the
+  // first op whose result held a NaN or an infinity, with its source line
+  // and (on a mesh) its device, and whether its operands were finite.
+  std::string nonFiniteOrigin;
 };
 
 class MGC_API Session {

@@ -21,6 +21,7 @@ FailureOr<MeshDevices> meshDevices(const SessionOptions &options, bool onCuda,
   if (!onCuda) {
     backend::cpu::MeshOptions cpu;
     cpu.trace = options.trace;
+    cpu.findNonFinite = options.findNonFinite;
     MeshDevices devices = cpuMeshDevices(cpu);
     devices.runsPipelines = true;
     return devices;

@@ -308,6 +308,10 @@ MeshRunner::runExecutor(backend::DeviceMesh &executor,
                         const std::vector<NamedTensors> &parts,
                         DiagnosticEngine &diag, llvm::StringRef context) {
   auto ran = executor.run(parts, diag, context);
+  if (!nonFinite_ || nonFinite_->received)
+    if (auto origin = executor.firstNonFinite();
+        origin && (!nonFinite_ || !origin->received))
+      nonFinite_ = origin;
   if (ran.succeeded())
     for (size_t k = 0; k < times_.size(); ++k) {
       times_[k].stepSeconds += executor.lastTimes()[k].stepSeconds;
@@ -439,6 +443,7 @@ FailureOr<RunResult> MeshRunner::run(const NamedTensors &inputs,
     traceStarted_ = true;
   }
   RunResult out;
+  nonFinite_.reset();
   if (pipeline_) {
     std::map<int64_t, NamedTensors> pieces, applied;
     std::vector<NamedTensors> sums(static_cast<size_t>(perStage_));

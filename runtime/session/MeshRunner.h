@@ -103,6 +103,13 @@ public:
   // read ([0, rows) when they read them all, or the input has none).
   std::pair<int64_t, int64_t> inputRows(const std::string &name) const;
 
+  // With MeshOptions::findNonFinite: where the last run's values first
+  // stopped being finite on this process's devices (the first executor of
+  // the step that saw it: a micro-batch's before the apply part's).
+  const std::optional<backend::NonFiniteOrigin> &firstNonFinite() const {
+    return nonFinite_;
+  }
+
   const MeshStep &step() const { return step_; }
   // What runs a pipelined step's micro-batches (null without a pp axis).
   const PipelineRunner *pipeline() const { return pipeline_.get(); }
@@ -224,6 +231,7 @@ private:
   // steps.
   std::vector<backend::QueueTimes> times_;
   int64_t steps_ = 0;
+  std::optional<backend::NonFiniteOrigin> nonFinite_;
   std::chrono::steady_clock::time_point origin_;
   bool traceStarted_ = false;
 };

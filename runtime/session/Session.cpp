@@ -299,12 +299,19 @@ Session::create(const std::string &path, const SessionOptions &options) {
         auto impl = std::make_unique<Impl>();
         impl->seed = options.seed;
         impl->skipNonFiniteSteps = options.skipNonFiniteSteps;
+        impl->findNonFinite = options.findNonFinite;
         DiagnosticCollector c;
         DiagnosticEngine &diag = c.diag();
         FailureOr<bool> onCuda = chooseCuda(options, diag);
         if (onCuda.failed())
           return c.status();
         impl->backendName = *onCuda ? "cuda" : "cpu";
+        if (options.findNonFinite && *onCuda) {
+          diag.error("looking for the first value that is not finite "
+                     "(--find-nonfinite) needs the CPU backend, and the "
+                     "session runs on CUDA");
+          return c.status();
+        }
         if (looksLikeExecutable(path)) {
           if (!options.defines.empty() || !options.train.empty() ||
               !options.mesh.empty() || options.zero != 0 ||
@@ -376,6 +383,14 @@ Session::create(const std::string &path, const SessionOptions &options) {
                 std::move(*meshStep), *devices, impl->processes, diag);
             if (!impl->meshRunner)
               return c.status();
+            if (options.findNonFinite && impl->meshRunner->pipeline()) {
+              diag.error("looking for the first value that is not finite "
+                         "(--find-nonfinite) is not done on a mesh with a "
+                         "pp axis: look for it on the same mesh without pp "
+                         "(mesh " +
+                         options.mesh + ")");
+              return c.status();
+            }
           } else if (options.zero != 0) {
             diag.error("ZeRO (zero = " + std::to_string(options.zero) +
                        ") needs a mesh with a dp axis");
@@ -393,6 +408,7 @@ Session::create(const std::string &path, const SessionOptions &options) {
         }
 
         backend::cpu::CpuOptions cpu;
+        cpu.findNonFinite = options.findNonFinite;
         cpu.threads =
             options.threads > 0 ? static_cast<unsigned>(options.threads) : 0;
 #if MGC_HAVE_CUDA
@@ -559,6 +575,12 @@ Result<StepResult> Session::step() {
         result.loss = t.get(0);
       else
         result.metrics[name] = t.get(0);
+    }
+    if (impl_->findNonFinite && !result.finite()) {
+      auto origin = session::describeNonFinite(*impl_, c.diag());
+      if (origin.failed())
+        return c.status();
+      result.nonFiniteOrigin = *origin;
     }
     if (before && !result.finite()) {
       // Undo the update but keep the counter: the next step is the next

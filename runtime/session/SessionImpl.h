@@ -53,6 +53,7 @@ struct Session::Impl {
   std::string optimizer; // "" without a training step
   uint64_t seed = 0;
   bool skipNonFiniteSteps = false;
+  bool findNonFinite = false;
   std::string backendName; // "cpu" or "cuda": what the session runs on
   // Model source, so that diagnostics show the line and a caret.
   std::string sourceName, sourceText;
@@ -110,6 +111,13 @@ FailureOr<MeshDevices> meshDevices(const SessionOptions &options, bool onCuda,
 LogicalResult checkSamePlan(const MeshStep &step,
                             backend::ProcessGroup *processes, uint64_t seed,
                             DiagnosticEngine &diag);
+// With SessionOptions::findNonFinite, after a step that was not finite:
+// where its values first stopped being finite, in words, with the op's
+// source line ("" if the executors saw no such op). On a mesh shared among
+// processes every rank calls it and all get the same answer (the lowest
+// device's).
+FailureOr<std::string> describeNonFinite(Session::Impl &impl,
+                                         DiagnosticEngine &diag);
 // The fault MGC_FAULT injects into this rank at step `step`, if any
 // (backend/FaultInjection.h); fails on a malformed MGC_FAULT.
 LogicalResult injectFault(const Session::Impl &impl, int64_t step,

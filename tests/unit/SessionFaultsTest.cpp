@@ -66,6 +66,56 @@ TEST_CASE("session: a step that is not finite is undone when asked") {
   }
 }
 
+// SessionOptions::findNonFinite: a NaN in the batch is named as the input
+// it came in, with the first op that read it and the model's line; on one
+// device, on a mesh (naming the device), with accumulation; a finite step
+// names nothing, and neither does a session that was not asked to look.
+TEST_CASE("session: a step that is not finite says where it began") {
+  for (auto [mesh, accumulate] : std::vector<std::pair<const char *, int>>{
+           {"", 1}, {"dp=2", 1}, {"dp=2,tp=2", 1}, {"", 2}}) {
+    CAPTURE(mesh);
+    CAPTURE(accumulate);
+    SessionOptions options;
+    options.defines = mlpDefines();
+    options.mesh = mesh;
+    options.accumulate = accumulate;
+    options.findNonFinite = true;
+    auto s = makeSession(sample("mlp.mg"), options);
+    feedBatch(*s, 0, 4);
+    auto fine = s->step();
+    REQUIRE(fine);
+    CHECK(fine->finite());
+    CHECK(fine->nonFiniteOrigin == "");
+
+    std::vector<float> x(8 * 12, 0.5f);
+    x[7 * 12 + 5] = std::nanf(""); // the last row: dp's second device
+    REQUIRE(s->feed("x", Tensor::fromFloats({8, 12}, x)));
+    auto bad = s->step();
+    REQUIRE(bad);
+    CHECK_FALSE(bad->finite());
+    std::string origin = bad->nonFiniteOrigin;
+    CAPTURE(origin);
+    CHECK(origin.find("mlp.mg:17:") != std::string::npos);
+    CHECK(origin.find("(`h1 = relu(x @ w1 + b1)") != std::string::npos);
+    CHECK(origin.find("its operand 'x' (input) was not finite already") !=
+          std::string::npos);
+    bool onMesh = *mesh != '\0';
+    CHECK((origin.find(" on device ") != std::string::npos) == onMesh);
+    if (std::string(mesh) == "dp=2")
+      CHECK(origin.find(" on device 1;") != std::string::npos);
+  }
+  SessionOptions plain;
+  plain.defines = mlpDefines();
+  auto s = makeSession(sample("mlp.mg"), plain);
+  feedBatch(*s, 0, 4);
+  std::vector<float> x(8 * 12, std::nanf(""));
+  REQUIRE(s->feed("x", Tensor::fromFloats({8, 12}, x)));
+  auto bad = s->step();
+  REQUIRE(bad);
+  CHECK_FALSE(bad->finite());
+  CHECK(bad->nonFiniteOrigin == "");
+}
+
 // The step counter in a checkpoint is a whole number of steps >= 0 and the
 // step its metadata names; anything else is refused naming the value.
 TEST_CASE("session: a checkpoint's step counter must be a whole step") {

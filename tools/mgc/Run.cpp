@@ -159,6 +159,7 @@ const CommandSpec &runSpec() {
         "       [--lr X] [--optimizer sgd|adamw] [--save CKPT] "
         "[--save-every K]\n"
         "       [--resume CKPT] [--log-json FILE] [--on-nonfinite stop|skip]\n"
+        "       [--find-nonfinite]\n"
         "       [--threads N] [--precision fp32|bf16]\n"
         "       [--mesh AXES | --devices N] [--zero STAGE] "
         "[--dp-weights W,...] [--bucket-mib MIB]\n"
@@ -225,6 +226,10 @@ const CommandSpec &runSpec() {
               "on; costs a copy of the state per step)",
               false,
               {"stop", "skip"}},
+             {"--find-nonfinite", "",
+              "look for a NaN or an infinity after every op, so that a step "
+              "that is not finite names the op and source line where it "
+              "began (slower steps; CPU backend, no pp axis)"},
              {"--threads", "N", "CPU worker threads (default: one per core)"},
              {"--backend",
               "NAME",
@@ -355,6 +360,7 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
   options.threads = static_cast<int>(threads);
   bool skipNonFinite = args->get("--on-nonfinite", "stop") == "skip";
   options.skipNonFiniteSteps = skipNonFinite;
+  options.findNonFinite = args->has("--find-nonfinite");
   options.backend = args->get("--backend", "cpu");
   options.cudaGraph = args->has("--cuda-graph");
   options.gpuPerDevice = args->has("--gpu-per-device");
@@ -675,24 +681,35 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
                         result->skipped};
       progress.record(record);
       std::string what = nonFiniteText(*result);
+      // Where it began, when looked for: a note after the message.
+      auto noteOrigin = [&] {
+        if (!result->nonFiniteOrigin.empty())
+          llvm::errs() << "mgc run: note: step " << result->step << ": "
+                       << result->nonFiniteOrigin << "\n";
+      };
       if (result->skipped) {
         ++skippedSteps;
         llvm::errs() << "mgc run: warning: step " << result->step << ": "
                      << what << ": its update is undone (--on-nonfinite "
                      << "skip)\n";
+        noteOrigin();
         continue;
       }
       progress.finish("stopped");
-      return errorExit(
-          "step " + std::to_string(result->step) + ": " + what +
-          ": training stops (--on-nonfinite stop; skip goes on)" +
-          (savePath.empty()
-               ? std::string()
-               : "; the parameters are not finite, so '" + savePath +
-                     "' is not written" +
-                     (lastSaved ? " (it holds step " +
-                                      std::to_string(*lastSaved) + ")"
-                                : std::string())));
+      if (!options.findNonFinite)
+        what += " (--find-nonfinite names the op where it began)";
+      int rc =
+          errorExit("step " + std::to_string(result->step) + ": " + what +
+                    ": training stops (--on-nonfinite stop; skip goes on)" +
+                    (savePath.empty()
+                         ? std::string()
+                         : "; the parameters are not finite, so '" + savePath +
+                               "' is not written" +
+                               (lastSaved ? " (it holds step " +
+                                                std::to_string(*lastSaved) + ")"
+                                          : std::string())));
+      noteOrigin();
+      return rc;
     }
     if (check) {
       for (auto &[name, tensor] : batch) {
