@@ -11,6 +11,7 @@
 #include "llvm/Support/Path.h"
 
 #include <chrono>
+#include <optional>
 
 namespace mgc::passes {
 
@@ -203,7 +204,11 @@ LogicalResult PassManager::run(ir::Module &module, DiagnosticEngine &diag) {
 
     unsigned errorsBefore = diag.errorCount();
     auto start = Clock::now();
+    std::optional<DiagnosticSubject> aboutTheFile;
+    if (!options_.sourceName.empty())
+      aboutTheFile.emplace(diag, options_.sourceName);
     LogicalResult result = pass->run(module, diag);
+    aboutTheFile.reset();
     timings.emplace_back(
         name.str(),
         std::chrono::duration<double>(Clock::now() - start).count());

@@ -23,6 +23,9 @@ struct PassManagerOptions {
   std::string dumpDir;
   bool verifyEach = true;
   bool printLocations = false;
+  // The file the module was read from: an error a pass reports with no
+  // location ("module 'm' has no loss") names it.
+  std::string sourceName;
 };
 
 struct PassInfo {

@@ -76,7 +76,9 @@ void DiagnosticEngine::report(Severity severity, Loc loc,
 
   std::string text = msg.str();
   if (!loc.valid()) {
-    llvm::SMDiagnostic("mgc", toKind(severity), text).print(nullptr, os_);
+    llvm::SMDiagnostic(subject_.empty() ? "mgc" : subject_, toKind(severity),
+                       text)
+        .print(nullptr, os_);
     return;
   }
   // Find the registered buffer of this file to show the line and a caret.

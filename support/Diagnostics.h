@@ -60,6 +60,11 @@ public:
   using Handler =
       std::function<void(Severity, Loc, const std::string &message)>;
   void setHandler(Handler handler) { handler_ = std::move(handler); }
+  // While set, a diagnostic with no location is about this file and is
+  // printed as "FILE: error: ..." rather than "mgc: error: ...": what a
+  // pass says of the whole module it was given. See DiagnosticSubject.
+  void setSubject(std::string file) { subject_ = std::move(file); }
+  const std::string &subject() const { return subject_; }
 
 private:
   llvm::raw_ostream &os_;
@@ -70,6 +75,26 @@ private:
   bool warningsEnabled_ = true;
   bool suppressingNotes_ = false;
   Handler handler_;
+  std::string subject_;
+};
+
+// Sets the engine's subject (DiagnosticEngine::setSubject) for a scope and
+// puts the previous one back after it. Scope it to the work that is about
+// the file (running a pass), never to the reading of flags, whose errors
+// are not about it.
+class DiagnosticSubject {
+public:
+  DiagnosticSubject(DiagnosticEngine &diag, std::string file)
+      : diag_(diag), previous_(diag.subject()) {
+    diag_.setSubject(std::move(file));
+  }
+  ~DiagnosticSubject() { diag_.setSubject(std::move(previous_)); }
+  DiagnosticSubject(const DiagnosticSubject &) = delete;
+  DiagnosticSubject &operator=(const DiagnosticSubject &) = delete;
+
+private:
+  DiagnosticEngine &diag_;
+  std::string previous_;
 };
 
 } // namespace mgc

@@ -25,8 +25,10 @@ const CommandSpec &runSpec();
 std::vector<OptionSpec> passPipelineOptions();
 // The registered passes with their summaries, for --help.
 std::string passListHelp();
+// Runs --passes on `module`, read from `sourceName` (which the passes'
+// errors that have no location name).
 int runPassPipeline(ir::Module &module, const ParsedArgs &args,
-                    DiagnosticEngine &diag);
+                    DiagnosticEngine &diag, llvm::StringRef sourceName);
 
 // Options for where and how the result is printed (-o, --locations).
 std::vector<OptionSpec> outputOptions();

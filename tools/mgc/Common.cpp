@@ -62,7 +62,7 @@ std::vector<OptionSpec> outputOptions() {
 }
 
 int runPassPipeline(ir::Module &module, const ParsedArgs &args,
-                    DiagnosticEngine &diag) {
+                    DiagnosticEngine &diag, llvm::StringRef sourceName) {
   passes::PassManagerOptions options;
   options.printIRBefore = args.getAll("--print-ir-before");
   options.printIRAfter = args.getAll("--print-ir-after");
@@ -70,6 +70,7 @@ int runPassPipeline(ir::Module &module, const ParsedArgs &args,
   options.dumpDir = args.get("--dump-dir");
   options.verifyEach = !args.has("--no-verify-each");
   options.printLocations = args.has("--locations");
+  options.sourceName = sourceName.str();
   passes::PassManager pm(options, llvm::errs());
   if (failed(pm.parsePipeline(args.get("--passes"), diag)) ||
       failed(pm.checkOptions(diag)))

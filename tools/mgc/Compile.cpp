@@ -343,7 +343,9 @@ int runCompile(llvm::ArrayRef<std::string> rawArgs) {
             passes::precisionName(passes::Precision::BF16) &&
         failed(passes::convertToBF16(*module, diag)))
       return kUserError;
-    if (int rc = runPassPipeline(*module, *args, diag))
+    const std::string &path = args->positionals[0];
+    if (int rc = runPassPipeline(*module, *args, diag,
+                                 path == "-" ? "<stdin>" : path))
       return rc;
     if (!exe)
       return emitModule(*module, *args, diag);

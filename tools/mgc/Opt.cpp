@@ -42,10 +42,11 @@ int runOpt(llvm::ArrayRef<std::string> rawArgs) {
   const std::string &path = args->positionals[0];
   if (!diag.addSourceFile(path, &text))
     return kUserError;
-  auto module = ir::parseModuleText(path == "-" ? "<stdin>" : path, text, diag);
+  std::string sourceName = path == "-" ? "<stdin>" : path;
+  auto module = ir::parseModuleText(sourceName, text, diag);
   if (!module)
     return kUserError;
-  if (int rc = runPassPipeline(*module, *args, diag))
+  if (int rc = runPassPipeline(*module, *args, diag, sourceName))
     return rc;
   return emitModule(*module, *args, diag);
 }

@@ -138,7 +138,8 @@ std::string formatHelp(const CommandSpec &spec) {
       s += "\n";
     }
     std::string help = "  -h, --help";
-    s += help + std::string(width > help.size() ? width - help.size() + 2 : 2, ' ') +
+    s += help +
+         std::string(width > help.size() ? width - help.size() + 2 : 2, ' ') +
          "show this help\n";
   }
   if (!spec.details.empty())

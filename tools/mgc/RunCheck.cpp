@@ -2,7 +2,6 @@
 
 #include "llvm/Support/Format.h"
 
-
 #include <algorithm>
 #include <cmath>
 

@@ -34,5 +34,5 @@ train {
 // CHECK-NEXT: update %opt.momentum.b = %{{[0-9]+}}
 // CHECK-NEXT: update %b = %{{[0-9]+}}
 // CHECK-NEXT: }
-// BAD: mgc: error: invalid setting train.min_lr = 10.0: must be in [0.0, 1.1]
+// BAD: train-section.mg: error: invalid setting train.min_lr = 10.0: must be in [0.0, 1.1]
 // BAD-NOT: module
