@@ -27,6 +27,13 @@ enum class BuiltinForm : uint8_t {
   // dropout(x, p, seed = ...): without a seed, each call site instance gets
   // the next number of a per-model counter.
   Dropout,
+  // where(cond, a, b): the three broadcast together; a number takes the
+  // element type of the other choice.
+  Select,
+  // arange(n) or arange([d0, ...], axis): `shape` may be one integer.
+  Arange,
+  // Written with other ops (silu, clamp): `kind` is the last op made.
+  Composite,
 };
 
 struct Builtin {

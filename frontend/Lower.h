@@ -122,6 +122,10 @@ private:
   // ---- Calls of built-ins and blocks (LowerCall.cpp) ----
   Val lowerCall(const Expr &e, Frame &frame);
   Val lowerBuiltinCall(const Expr &e, const struct Builtin &b, Frame &frame);
+  // The built-ins written with other ops (BuiltinForm::Composite) and
+  // where (BuiltinForm::Select).
+  Val lowerComposite(const Expr &e, const struct Builtin &b, Frame &frame);
+  Val lowerSelect(const Expr &e, std::vector<Val> pos, Frame &frame);
   Val callBlock(const Expr &e, const BlockDecl &block, std::string path,
                 Frame &frame);
   Val instantiate(const BlockDecl &block, std::vector<Val> args,

@@ -159,6 +159,8 @@ Val Lowerer::instantiate(const BlockDecl &block, std::vector<Val> args,
 }
 
 Val Lowerer::lowerBuiltinCall(const Expr &e, const Builtin &b, Frame &frame) {
+  if (b.form == BuiltinForm::Composite)
+    return lowerComposite(e, b, frame);
   const ir::OpInfo &info = ir::opInfo(b.kind);
   std::string fn = "'" + b.name.str() + "'";
   // Arguments are lowered first (their own errors come first), except the
@@ -202,6 +204,8 @@ Val Lowerer::lowerBuiltinCall(const Expr &e, const Builtin &b, Frame &frame) {
   }
   if (bad || aborted_)
     return Val::poison();
+  if (b.form == BuiltinForm::Select)
+    return lowerSelect(e, std::move(pos), frame);
 
   // The tensor operands.
   std::vector<ir::Value *> operands;
@@ -401,7 +405,8 @@ Val Lowerer::lowerBuiltinCall(const Expr &e, const Builtin &b, Frame &frame) {
     case ir::AttrType::Ints: {
       std::vector<int64_t> list;
       bool ok = true;
-      if (v.kind == Val::Num && b.form == BuiltinForm::Reduce) {
+      if (v.kind == Val::Num &&
+          (b.form == BuiltinForm::Reduce || b.form == BuiltinForm::Arange)) {
         std::optional<int64_t> n = v.num.asInt();
         ok = n.has_value();
         if (n)

@@ -1,6 +1,5 @@
-// Evaluation of the internal elementwise ops of the training step (cos,
-// minimum, maximum), which the optimizer pass creates for the learning-rate
-// schedule and gradient clipping.
+// Evaluation of cos, minimum and maximum, which the optimizer pass also
+// creates for the learning-rate schedule and gradient clipping.
 #include "ir/InterpreterKernels.h"
 
 #include <cmath>

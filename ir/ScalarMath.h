@@ -31,7 +31,9 @@ template <typename C> C geluGrad(C dy, C x) {
   return C(dy * (C(0.5) * (C(1) + t) + C(0.5) * x * (C(1) - t * t) * du));
 }
 // From the forward results y.
-template <typename C> C sigmoidGrad(C dy, C y) { return C(dy * y * (C(1) - y)); }
+template <typename C> C sigmoidGrad(C dy, C y) {
+  return C(dy * y * (C(1) - y));
+}
 template <typename C> C tanhGrad(C dy, C y) { return C(dy * (C(1) - y * y)); }
 
 // The smaller / larger; NaN if either is NaN.
@@ -40,6 +42,34 @@ template <bool IsMin, typename C> C pick(C a, C b) {
     if (std::isnan(a) || std::isnan(b))
       return std::numeric_limits<C>::quiet_NaN();
   return IsMin ? (b < a ? b : a) : (b > a ? b : a);
+}
+
+// log(1 + e^x) without overflow for large x or loss for very negative x.
+template <typename C> C softplus(C x) {
+  return C((x > 0 ? x : C(0)) + std::log1p(std::exp(-std::fabs(x))));
+}
+// -1, 0 or 1; NaN stays NaN.
+template <typename C> C sign(C x) {
+  if constexpr (!std::is_integral_v<C>)
+    if (std::isnan(x))
+      return x;
+  return C((x > 0) - (x < 0));
+}
+template <typename C> C abs(C x) {
+  if constexpr (std::is_integral_v<C>)
+    return x < 0 ? C(-x) : x;
+  else
+    return std::fabs(x);
+}
+// The cotangent of a in minimum(a, b) (IsMax: maximum): all of dy where a
+// is the one picked, half where a == b (as JAX and torch share a tie),
+// nothing where b is picked; a NaN in a or b gives NaN, as the forward did.
+template <bool IsMax, typename C> C minmaxGrad(C dy, C a, C b) {
+  if (std::isnan(a) || std::isnan(b))
+    return std::numeric_limits<C>::quiet_NaN();
+  if (a == b)
+    return C(dy * C(0.5));
+  return (IsMax ? a > b : a < b) ? dy : C(0);
 }
 
 } // namespace mgc::ir::scalar

@@ -10,12 +10,14 @@ namespace mgc::ir::rules {
 
 namespace {
 
-TypeOrError err(const llvm::Twine &msg) { return TypeOrError::error(msg.str()); }
+TypeOrError err(const llvm::Twine &msg) {
+  return TypeOrError::error(msg.str());
+}
 
-TypeOrError requireFloat(llvm::StringRef op, const TensorType &t, const char *what) {
+TypeOrError requireFloat(llvm::StringRef op, const TensorType &t,
+                         const char *what) {
   if (!isFloat(t.dtype))
-    return err(op + " needs a floating-point " + what + ", got " +
-               t.str());
+    return err(op + " needs a floating-point " + what + ", got " + t.str());
   return t;
 }
 
@@ -49,8 +51,8 @@ TypeOrError inferConstant(const ShapeQuery &q) {
                "\"");
   double v = q.attrs.getFloat("value");
   if (isInteger(*dtype) && (!std::isfinite(v) || v != std::floor(v)))
-    return err("constant " + formatDouble(v) + " is not an integer but dtype is " +
-               dtypeName(*dtype));
+    return err("constant " + formatDouble(v) +
+               " is not an integer but dtype is " + dtypeName(*dtype));
   ValueRange range = constantRange(*dtype);
   if (std::isfinite(v) && (v < range.lowest || v > range.highest)) {
     // Integers as integers: 4294967296, not 4294967296.0.
@@ -76,14 +78,68 @@ TypeOrError inferCast(const ShapeQuery &q) {
 TypeOrError inferSameTypeBinary(const ShapeQuery &q) {
   const TensorType &a = q.operands[0], &b = q.operands[1];
   if (a.dtype != b.dtype)
-    return err(q.opName + " operands have different element types: " + a.str() + " and " +
-               b.str());
+    return err(q.opName + " operands have different element types: " + a.str() +
+               " and " + b.str());
   if (a.shape != b.shape)
-    return err(q.opName + " operand shapes differ: " + a.str() + " and " + b.str());
+    return err(q.opName + " operand shapes differ: " + a.str() + " and " +
+               b.str());
   return a;
 }
 
 TypeOrError inferUnaryNumeric(const ShapeQuery &q) { return q.operands[0]; }
+
+TypeOrError inferWhere(const ShapeQuery &q) {
+  const TensorType &c = q.operands[0], &a = q.operands[1], &b = q.operands[2];
+  if (a.dtype != b.dtype)
+    return err("where: the two choices have different element types: " +
+               a.str() + " and " + b.str());
+  if (c.shape != a.shape || a.shape != b.shape)
+    return err(
+        "where: the condition and the choices must have one shape, got " +
+        c.str() + ", " + a.str() + " and " + b.str());
+  return a;
+}
+
+TypeOrError inferIota(const ShapeQuery &q) {
+  auto dtype = parseDType(q.attrs.getString("dtype"));
+  if (!dtype)
+    return err("iota of unknown dtype \"" + q.attrs.getString("dtype") + "\"");
+  const std::vector<int64_t> &shape = q.attrs.getInts("shape");
+  for (int64_t d : shape)
+    if (d < 0)
+      return err("iota: shape dimensions must be >= 0");
+  if (shape.empty())
+    return err("iota needs a shape of rank at least 1");
+  if (!normalizeAxis(q.attrs.getInt("axis"),
+                     static_cast<int64_t>(shape.size())))
+    return err("iota axis " + llvm::Twine(q.attrs.getInt("axis")) +
+               " is out of range for rank " + llvm::Twine(shape.size()));
+  // Every index must be exact in the type: a float type holds the whole
+  // numbers up to 2^(significand bits), so f16 counts to 2048 and bf16 to
+  // 256; an integer type up to its largest constant.
+  int64_t top = shape[*normalizeAxis(q.attrs.getInt("axis"),
+                                     static_cast<int64_t>(shape.size()))] -
+                1;
+  double exact = *dtype == DType::F16    ? 2048.0
+                 : *dtype == DType::BF16 ? 256.0
+                 : *dtype == DType::F32  ? 16777216.0
+                                         : constantRange(*dtype).highest;
+  if (top > 0 && static_cast<double>(top) > exact)
+    return err("iota: index " + llvm::Twine(top) + " is not exact in " +
+               dtypeName(*dtype) + " (whole numbers up to " +
+               llvm::Twine(static_cast<int64_t>(exact)) +
+               "); use a wider type and cast");
+  return TensorType(*dtype, shape);
+}
+
+TypeOrError inferMinMaxGrad(const ShapeQuery &q) {
+  const TensorType &dy = q.operands[0];
+  for (size_t i = 1; i < 3; ++i)
+    if (q.operands[i] != dy)
+      return err(q.opName + " operands must have one type, got " + dy.str() +
+                 " and " + q.operands[i].str());
+  return requireFloat(q.opName, dy, "cotangent");
+}
 
 TypeOrError inferUnaryFloat(const ShapeQuery &q) {
   return requireFloat(q.opName, q.operands[0], "operand");

@@ -106,6 +106,72 @@ void gradRsqrt(GradContext &ctx, Grads grads) {
   grads[0] = ctx.create(OpKind::Mul, {ctx.scale(ctx.dy(), -0.5), y3});
 }
 
+void gradSin(GradContext &ctx, Grads grads) {
+  grads[0] =
+      ctx.create(OpKind::Mul, {ctx.dy(), ctx.create(OpKind::Cos, {ctx.x(0)})});
+}
+
+void gradCos(GradContext &ctx, Grads grads) {
+  Value *sin = ctx.create(OpKind::Sin, {ctx.x(0)});
+  grads[0] =
+      ctx.create(OpKind::Neg, {ctx.create(OpKind::Mul, {ctx.dy(), sin})});
+}
+
+// d|x| = sign(x) dx: 0 at x = 0, as torch and JAX.
+void gradAbs(GradContext &ctx, Grads grads) {
+  grads[0] =
+      ctx.create(OpKind::Mul, {ctx.dy(), ctx.create(OpKind::Sign, {ctx.x(0)})});
+}
+
+void gradSign(GradContext &ctx, Grads grads) {
+  grads[0] = ctx.fill(0.0, ctx.x(0)->type());
+}
+
+// y = a^b: da = dy * b * a^(b - 1), db = dy * y * log(a).
+void gradPow(GradContext &ctx, Grads grads) {
+  Value *a = ctx.x(0), *b = ctx.x(1);
+  if (ctx.needs(0)) {
+    Value *bMinus1 = ctx.create(OpKind::Sub, {b, ctx.fill(1.0, b->type())});
+    Value *slope =
+        ctx.create(OpKind::Mul, {b, ctx.create(OpKind::Pow, {a, bMinus1})});
+    grads[0] = ctx.create(OpKind::Mul, {ctx.dy(), slope});
+  }
+  if (ctx.needs(1)) {
+    Value *logA = ctx.create(OpKind::Log, {a});
+    grads[1] = ctx.create(OpKind::Mul,
+                          {ctx.dy(), ctx.create(OpKind::Mul, {ctx.y(), logA})});
+  }
+}
+
+// softplus' = sigmoid.
+void gradSoftplus(GradContext &ctx, Grads grads) {
+  grads[0] = ctx.create(OpKind::Mul,
+                        {ctx.dy(), ctx.create(OpKind::Sigmoid, {ctx.x(0)})});
+}
+
+namespace {
+// minimum / maximum: each operand gets dy where it is picked, half on a tie.
+void gradPick(GradContext &ctx, Grads grads, bool isMax) {
+  for (unsigned i = 0; i < 2; ++i)
+    if (ctx.needs(i))
+      grads[i] =
+          ctx.create(OpKind::MinMaxGrad, {ctx.dy(), ctx.x(i), ctx.x(1 - i)},
+                     {{"maximum", isMax}});
+}
+} // namespace
+
+void gradMinimum(GradContext &ctx, Grads grads) { gradPick(ctx, grads, false); }
+void gradMaximum(GradContext &ctx, Grads grads) { gradPick(ctx, grads, true); }
+
+// where(c, a, b): da = where(c, dy, 0), db = where(c, 0, dy).
+void gradWhere(GradContext &ctx, Grads grads) {
+  Value *zero = ctx.fill(0.0, ctx.dy()->type());
+  if (ctx.needs(1))
+    grads[1] = ctx.create(OpKind::Where, {ctx.x(0), ctx.dy(), zero});
+  if (ctx.needs(2))
+    grads[2] = ctx.create(OpKind::Where, {ctx.x(0), zero, ctx.dy()});
+}
+
 void gradTanh(GradContext &ctx, Grads grads) {
   grads[0] = ctx.create(OpKind::TanhGrad, {ctx.dy(), ctx.y()});
 }

@@ -88,11 +88,16 @@ Rule ruleOf(const Op &op) {
   case OpKind::Log:
   case OpKind::Sqrt:
   case OpKind::Rsqrt:
+  case OpKind::Sin:
+  case OpKind::Cos:
+  case OpKind::Pow:
+  case OpKind::Softplus:
     return Rule::High;
   case OpKind::Embedding:
     return Rule::Lookup;
   case OpKind::Constant:
   case OpKind::Cast:
+  case OpKind::Iota:
     return Rule::Keep;
   default:
     break;

@@ -104,6 +104,13 @@ void ruleElementwise(const ir::Op &op, const ir::MeshAxis &axis,
     // Linear in dy.
     out.push_back(sig({P(), R()}, P()));
     break;
+  case ir::OpKind::MinMaxGrad:
+    out.push_back(sig({P(), R(), R()}, P()));
+    break;
+  case ir::OpKind::Where:
+    // Linear in the two choices together.
+    out.push_back(sig({R(), P(), P()}, P()));
+    break;
   case ir::OpKind::Cast:
     if (castKeepsSums(op.operand(0)->type().dtype, t.dtype))
       out.push_back(sig({P()}, P()));
@@ -361,6 +368,14 @@ constexpr RuleRow kRules[] = {
     {ir::OpKind::Cos, ruleElementwise},
     {ir::OpKind::Minimum, ruleElementwise},
     {ir::OpKind::Maximum, ruleElementwise},
+    {ir::OpKind::Sin, ruleElementwise},
+    {ir::OpKind::Abs, ruleElementwise},
+    {ir::OpKind::Sign, ruleElementwise},
+    {ir::OpKind::Pow, ruleElementwise},
+    {ir::OpKind::Softplus, ruleElementwise},
+    {ir::OpKind::Where, ruleElementwise},
+    {ir::OpKind::Iota, ruleNone},
+    {ir::OpKind::MinMaxGrad, ruleElementwise},
     {ir::OpKind::SumExp, ruleSumExp},
     {ir::OpKind::ClassLogit, ruleClassLogit},
     {ir::OpKind::CrossEntropyGradStats, ruleCrossEntropyGradStats},

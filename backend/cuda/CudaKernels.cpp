@@ -169,6 +169,42 @@ LogicalResult kSigmoid(const CudaKernelArgs &a) {
 }
 LogicalResult kCos(const CudaKernelArgs &a) { return unary(a, Unary::Cos); }
 
+// Up to three operands of the result's type -> out[s] (KernelsMath.cu).
+LogicalResult math(const CudaKernelArgs &args, MathOp op) {
+  auto operand = [&](size_t i) -> const void * {
+    return i < args.in.size() ? args.in[i].data : nullptr;
+  };
+  return CHECKED(launchMath(args.launch, op, toDt(args.out.dtype()), operand(0),
+                            operand(1), operand(2), args.out.data,
+                            args.out.size()));
+}
+LogicalResult kSin(const CudaKernelArgs &a) { return math(a, MathOp::Sin); }
+LogicalResult kAbs(const CudaKernelArgs &a) { return math(a, MathOp::Abs); }
+LogicalResult kSign(const CudaKernelArgs &a) { return math(a, MathOp::Sign); }
+LogicalResult kSoftplus(const CudaKernelArgs &a) {
+  return math(a, MathOp::Softplus);
+}
+LogicalResult kPow(const CudaKernelArgs &a) { return math(a, MathOp::Pow); }
+LogicalResult kMinMaxGrad(const CudaKernelArgs &a) {
+  return math(a, a.op.attrs().getBool("maximum") ? MathOp::MaxGrad
+                                                 : MathOp::MinGrad);
+}
+// cond[s] (any element type), a[s], b[s] -> out[s]
+LogicalResult kWhere(const CudaKernelArgs &args) {
+  return CHECKED(launchMath(args.launch, MathOp::Where, toDt(args.out.dtype()),
+                            args.in[0].data, args.in[1].data, args.in[2].data,
+                            args.out.data, args.out.size(),
+                            toDt(args.in[0].dtype())));
+}
+// -> out[shape]: each element's index along `axis`.
+LogicalResult kIota(const CudaKernelArgs &args) {
+  const ir::TensorType &t = *args.out.type;
+  int64_t axis = *ir::normalizeAxis(args.op.attrs().getInt("axis"), t.rank());
+  ir::AxisSplit s = ir::splitAtAxis(t.shape, axis);
+  return CHECKED(launchIota(args.launch, toDt(args.out.dtype()), args.out.data,
+                            args.out.size(), s.inner, s.dim));
+}
+
 // x[s] -> out[s] with the CPU's counter-based mask.
 LogicalResult kDropout(const CudaKernelArgs &args) {
   double p = args.op.attrs().getFloat("p");
@@ -629,6 +665,22 @@ CudaKernelFn cudaKernelFor(ir::OpKind kind) {
     return kMinimum;
   case OpKind::Maximum:
     return kMaximum;
+  case OpKind::Sin:
+    return kSin;
+  case OpKind::Abs:
+    return kAbs;
+  case OpKind::Sign:
+    return kSign;
+  case OpKind::Softplus:
+    return kSoftplus;
+  case OpKind::Pow:
+    return kPow;
+  case OpKind::Where:
+    return kWhere;
+  case OpKind::Iota:
+    return kIota;
+  case OpKind::MinMaxGrad:
+    return kMinMaxGrad;
   case OpKind::Fused:
     return kFused;
   case OpKind::MatmulEpilogue:

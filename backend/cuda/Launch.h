@@ -69,6 +69,28 @@ enum class Binary : uint8_t {
   TanhGrad
 };
 
+// --- Rotary embeddings, masks, activations (KernelsMath.cu): y[s] from up
+// to three operands of the result's type; Where's first operand is the
+// condition, of element type condDt (nonzero: true); MinGrad and MaxGrad
+// take (dy, a, b) and give a's cotangent.
+enum class MathOp : uint8_t {
+  Sin,
+  Abs,
+  Sign,
+  Softplus,
+  Pow,
+  Where,
+  MinGrad,
+  MaxGrad
+};
+cudaError_t launchMath(const Launch &launch, MathOp op, Dt dt, const void *a,
+                       const void *b, const void *c, void *y, int64_t n,
+                       Dt condDt = Dt::F32);
+// y[i] = (i / inner) % size: the index along an axis of `size` elements
+// with `inner` elements after it.
+cudaError_t launchIota(const Launch &launch, Dt dt, void *y, int64_t n,
+                       int64_t inner, int64_t size);
+
 // out[0..n) = value (already rounded to dt).
 cudaError_t launchFill(const Launch &launch, void *out, Dt dt, double value,
                        int64_t n);

@@ -50,6 +50,7 @@ bool buildCase(OpKind kind, OpCase &c) {
   case OpKind::Div:
   case OpKind::Minimum:
   case OpKind::Maximum:
+  case OpKind::Pow:
   case OpKind::ReluGrad:
   case OpKind::GeluGrad:
   case OpKind::SigmoidGrad:
@@ -67,7 +68,32 @@ bool buildCase(OpKind kind, OpCase &c) {
   case OpKind::Gelu:
   case OpKind::Sigmoid:
   case OpKind::Cos:
+  case OpKind::Sin:
+  case OpKind::Abs:
+  case OpKind::Sign:
+  case OpKind::Softplus:
     result = unary();
+    break;
+  case OpKind::Where:
+    result =
+        c.op(kind, {c.ids("c", {3, 5}), c.x("a", {3, 5}), c.x("b", {3, 5})});
+    c.out("float_condition",
+          c.op(kind, {c.x("d", {3, 5}), c.x("e", {3, 5}), c.x("g", {3, 5})}));
+    break;
+  case OpKind::Iota:
+    result = c.op(kind, {},
+                  {{"shape", std::vector<int64_t>{3, 4, 5}},
+                   {"axis", int64_t(1)},
+                   {"dtype", std::string(ir::dtypeName(c.f))}});
+    c.out("ids", c.op(kind, {},
+                      {{"shape", std::vector<int64_t>{7}},
+                       {"dtype", std::string("i64")}}));
+    break;
+  case OpKind::MinMaxGrad:
+    result = c.op(kind, {c.x("dy", {3, 5}), c.x("a", {3, 5}), c.x("b", {3, 5})},
+                  {{"maximum", false}});
+    c.out("max", c.op(kind, {c.x("dy2", {4}), c.x("a2", {4}), c.x("b2", {4})},
+                      {{"maximum", true}}));
     break;
   case OpKind::Dropout:
     result =
@@ -221,10 +247,20 @@ bool buildCase(OpKind kind, OpCase &c) {
 // Operand values for an op: positive where the op needs it, whole halves
 // for max_grad (ties), ids below 5 (every id table here has at least 5 rows).
 ir::TensorMap caseArguments(OpKind kind, const ir::Module &m, uint64_t seed) {
-  bool positive =
-      kind == OpKind::Log || kind == OpKind::Sqrt || kind == OpKind::Rsqrt;
+  bool positive = kind == OpKind::Log || kind == OpKind::Sqrt ||
+                  kind == OpKind::Rsqrt || kind == OpKind::Pow;
   ir::TensorMap args =
       randomArguments(m, seed, 5, positive ? 0.25 : -2, positive ? 3 : 2);
+  // Ties, zeros and a condition of zeros and ones.
+  if (kind == OpKind::MinMaxGrad || kind == OpKind::Sign || kind == OpKind::Abs)
+    for (auto &[name, t] : args)
+      if (name != "dy" && name != "dy2")
+        for (double &v : t.data)
+          v = std::round(v);
+  if (kind == OpKind::Where)
+    for (const char *name : {"c", "d"})
+      for (double &v : args.at(name).data)
+        v = v > 0 ? 1 : 0;
   if (kind == OpKind::MaxGrad) {
     ir::HostTensor &x = args.at("x");
     for (double &v : x.data)

@@ -8,7 +8,6 @@
 
 #include "ir/Builder.h"
 
-
 namespace mgc::backend::testing {
 namespace {
 

@@ -52,6 +52,7 @@ bool buildCases(OpKind kind, Case &c) {
   case OpKind::Div:
   case OpKind::Minimum:
   case OpKind::Maximum:
+  case OpKind::Pow:
   case OpKind::ReluGrad:
   case OpKind::GeluGrad:
   case OpKind::SigmoidGrad:
@@ -69,6 +70,10 @@ bool buildCases(OpKind kind, Case &c) {
   case OpKind::Gelu:
   case OpKind::Sigmoid:
   case OpKind::Cos:
+  case OpKind::Sin:
+  case OpKind::Abs:
+  case OpKind::Sign:
+  case OpKind::Softplus:
     unary();
     break;
   case OpKind::Dropout:
@@ -150,6 +155,31 @@ bool buildCases(OpKind kind, Case &c) {
     c.out("dx", c.op(kind, {c.x("dy", {3, 1, 5}), x, y}, attrs));
     break;
   }
+  case OpKind::Where:
+    c.out("small",
+          c.op(kind, {c.x("c", {3, 5}), c.x("a", {3, 5}), c.x("b", {3, 5})}));
+    c.out("ids", c.op(kind, {c.ids("m", {37, 129}), c.x("d", {37, 129}),
+                             c.x("e", {37, 129})}));
+    break;
+  case OpKind::MinMaxGrad:
+    c.out("min",
+          c.op(kind,
+               {c.x("dy", {37, 129}), c.x("a", {37, 129}), c.x("b", {37, 129})},
+               {{"maximum", false}}));
+    c.out("max",
+          c.op(kind, {c.x("dy2", {3, 5}), c.x("a2", {3, 5}), c.x("b2", {3, 5})},
+               {{"maximum", true}}));
+    break;
+  case OpKind::Iota:
+    c.out("rows", c.op(kind, {},
+                       {{"shape", Ints{37, 129}},
+                        {"axis", int64_t(0)},
+                        {"dtype", std::string(ir::dtypeName(c.f))}}));
+    c.out("ints", c.op(kind, {},
+                       {{"shape", Ints{5, 3, 7}},
+                        {"axis", int64_t(-1)},
+                        {"dtype", std::string("i32")}}));
+    break;
   case OpKind::CrossEntropy:
     c.out("l", c.op(kind, {c.x("logits", {2, 3, 11}), c.ids("t", {2, 3})}));
     break;
@@ -186,10 +216,18 @@ bool buildCases(OpKind kind, Case &c) {
 
 ir::TensorMap caseArguments(OpKind kind, const ir::Module &m, uint64_t seed) {
   bool positive = kind == OpKind::Log || kind == OpKind::Sqrt ||
-                  kind == OpKind::Rsqrt || kind == OpKind::Div;
+                  kind == OpKind::Pow || kind == OpKind::Rsqrt ||
+                  kind == OpKind::Div;
   // Ids below 5: every table and class count here has at least 5 rows.
   ir::TensorMap args =
       randomArguments(m, seed, 5, positive ? 0.25 : -2, positive ? 3 : 2);
+  if (kind == OpKind::MinMaxGrad)
+    for (const char *name : {"a", "b", "a2", "b2"})
+      for (double &v : args.at(name).data)
+        v = std::round(v); // ties
+  if (kind == OpKind::Where)
+    for (double &v : args.at("c").data)
+      v = v > 0 ? 1 : 0;
   if (kind == OpKind::MaxGrad)
     for (double &v : args.at("x").data)
       v = std::round(v); // ties

@@ -33,7 +33,8 @@ TEST_CASE("a location in a file that is not loaded prints without the line") {
   CHECK(!diag.hasErrors());
 }
 
-TEST_CASE("errors past the limit are counted but not printed, nor their notes") {
+TEST_CASE(
+    "errors past the limit are counted but not printed, nor their notes") {
   std::string out;
   llvm::raw_string_ostream os(out);
   DiagnosticEngine diag(os);
@@ -51,7 +52,8 @@ TEST_CASE("errors past the limit are counted but not printed, nor their notes") 
   CHECK(out.find("too many errors") != std::string::npos);
 }
 
-TEST_CASE("disabled warnings are neither printed nor counted, nor their notes") {
+TEST_CASE(
+    "disabled warnings are neither printed nor counted, nor their notes") {
   std::string out;
   llvm::raw_string_ostream os(out);
   DiagnosticEngine diag(os);
@@ -71,5 +73,6 @@ TEST_CASE("a file that cannot be read is an error naming it") {
   DiagnosticEngine diag(os);
   CHECK(!diag.addSourceFile("/nonexistent/dir/model.mg"));
   os.flush();
-  CHECK(out.find("cannot read input file '/nonexistent/dir/model.mg'") != std::string::npos);
+  CHECK(out.find("cannot read input file '/nonexistent/dir/model.mg'") !=
+        std::string::npos);
 }

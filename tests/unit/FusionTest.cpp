@@ -17,8 +17,8 @@ namespace {
 
 TEST_CASE("fusion: expressions print as they parse") {
   std::string error;
-  auto e = ir::FusedExpr::parse("mul(%0, %1); add(#0, 0.5);gelu( #1 )", 2,
-                                error);
+  auto e =
+      ir::FusedExpr::parse("mul(%0, %1); add(#0, 0.5);gelu( #1 )", 2, error);
   REQUIRE_MESSAGE(e, error);
   CHECK(e->str() == "mul(%0, %1); add(#0, 0.5); gelu(#1)");
   CHECK(e->instrs.size() == 3);
@@ -88,16 +88,11 @@ TEST_CASE("fusion: a fused training step equals the unfused one bit for bit") {
     INFO(file);
     DiagnosticEngine diag;
     frontend::CompileOptions options;
-    options.defines = std::string(file) == "mlp.mg"
-                          ? frontend::ConstOverrides{{"B", "8"},
-                                                     {"D", "12"},
-                                                     {"H", "16"}}
-                          : frontend::ConstOverrides{{"V", "32"},
-                                                     {"T", "8"},
-                                                     {"D", "16"},
-                                                     {"H", "2"},
-                                                     {"L", "2"},
-                                                     {"B", "2"}};
+    options.defines =
+        std::string(file) == "mlp.mg"
+            ? frontend::ConstOverrides{{"B", "8"}, {"D", "12"}, {"H", "16"}}
+            : frontend::ConstOverrides{{"V", "32"}, {"T", "8"}, {"D", "16"},
+                                       {"H", "2"},  {"L", "2"}, {"B", "2"}};
     auto m = frontend::compileModelFile(
         std::string(MGC_SOURCE_DIR) + "/samples/" + file, options, diag);
     REQUIRE(m);
@@ -168,7 +163,6 @@ TEST_CASE("fusion: a value used twice ends its group") {
         "tanh(%0); add(%0, #0); sqrt(#1)");
   checkBitIdentical(*plain, *fused, randomArguments(*plain, 5, 1, 0, 2));
 }
-
 
 // --- Matmul epilogues (passes/FusionEpilogue.cpp).
 

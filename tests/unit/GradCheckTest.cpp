@@ -73,6 +73,30 @@ const std::vector<std::pair<std::string, Builder>> &allCases() {
       {"relu", unary(OpKind::Relu)},
       {"gelu", unary(OpKind::Gelu, -3, 3)},
       {"sigmoid", unary(OpKind::Sigmoid, -3, 3)},
+      {"sin", unary(OpKind::Sin, -4, 4)},
+      {"cos", unary(OpKind::Cos, -4, 4)},
+      // Away from 0, where |x| has no derivative (sign gives 0 there).
+      {"abs", unary(OpKind::Abs, 0.2, 2)},
+      {"abs of negatives", unary(OpKind::Abs, -2, -0.2)},
+      {"softplus", unary(OpKind::Softplus, -6, 6)},
+      {"pow of a positive base",
+       [](GradCase &c) {
+         c.finish(c.op(OpKind::Pow, {c.param("a", {2, 3}, 0.3, 2),
+                                     c.param("b", {2, 3}, -2, 2)}));
+       }},
+      {"minimum", binary(OpKind::Minimum)},
+      {"maximum", binary(OpKind::Maximum)},
+      {"where",
+       [](GradCase &c) {
+         Value *cond = c.ints("c", {2, 3}, {1, 0, 0, 1, 1, 0});
+         c.finish(c.op(OpKind::Where,
+                       {cond, c.param("a", {2, 3}), c.param("b", {2, 3})}));
+       }},
+      {"sign (its gradient is zero)",
+       [](GradCase &c) {
+         Value *x = c.param("x", {2, 3}, 0.2, 2);
+         c.finish(c.op(OpKind::Mul, {x, c.op(OpKind::Sign, {x})}));
+       }},
       {"dropout p = 0.3",
        [](GradCase &c) {
          c.finish(c.op(OpKind::Dropout, {c.param("x", {4, 5})},
@@ -285,9 +309,11 @@ TEST_CASE("gradcheck: every op kind has a gradient rule or a reason") {
       CHECK(!rule.reason.empty());
     }
   }
-  // The ops a language user writes are differentiable, except constants.
+  // The ops a language user writes are differentiable, except constants
+  // and index tensors (no operands).
   for (const OpInfo &info : allOpInfos())
-    if (!info.has(kInternal) && info.kind != OpKind::Constant) {
+    if (!info.has(kInternal) && info.kind != OpKind::Constant &&
+        info.kind != OpKind::Iota) {
       INFO("op " << info.name.str());
       CHECK(passes::isDifferentiable(info.kind));
     }

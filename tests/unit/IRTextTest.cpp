@@ -113,8 +113,9 @@ struct AllOpsModule {
     make(b, OpKind::LogSoftmaxGrad, {x, x}, {{"axis", int64_t(-1)}});
     make(b, OpKind::LayernormGradX, {x, x, gamma}, {{"eps", 1e-6}});
     make(b, OpKind::EmbeddingGrad, {att, ids}, {{"rows", int64_t(10)}});
-    Value *mx = make(b, OpKind::Max, {x},
-                     {{"axes", std::vector<int64_t>{0, 2}}, {"keepdims", true}});
+    Value *mx =
+        make(b, OpKind::Max, {x},
+             {{"axes", std::vector<int64_t>{0, 2}}, {"keepdims", true}});
     make(b, OpKind::MaxGrad, {mx, x, mx},
          {{"axes", std::vector<int64_t>{0, 2}}, {"keepdims", true}});
     make(b, OpKind::CausalMaskGrad, {scores});
@@ -131,9 +132,9 @@ struct AllOpsModule {
     Attrs part{{"axis", std::string("tp")},
                {"sizes", std::vector<int64_t>{6, 4}},
                {"part", int64_t(1)}};
-    Value *rows = make(b, OpKind::Slice, {table},
-                       {{"axis", int64_t(0)}, {"start", int64_t(6)},
-                        {"end", int64_t(10)}});
+    Value *rows = make(
+        b, OpKind::Slice, {table},
+        {{"axis", int64_t(0)}, {"start", int64_t(6)}, {"end", int64_t(10)}});
     make(b, OpKind::EmbeddingPart, {rows, ids}, part);
     make(b, OpKind::EmbeddingGradPart, {att, ids}, part);
     make(b, OpKind::AllReduceMax, {rowMax}, {{"axis", std::string("tp")}});

@@ -478,6 +478,33 @@ TEST_CASE("interp: every op kind is evaluated") {
       {OpKind::Cos, unary(OpKind::Cos)},
       {OpKind::Minimum, binary(OpKind::Minimum)},
       {OpKind::Maximum, binary(OpKind::Maximum)},
+      // Rotary embeddings, masks, activations (values in
+      // InterpreterMathTest below and the CPU kernel tests).
+      {OpKind::Sin, unary(OpKind::Sin)},
+      {OpKind::Abs, unary(OpKind::Abs)},
+      {OpKind::Sign, unary(OpKind::Sign)},
+      {OpKind::Pow, binary(OpKind::Pow)},
+      {OpKind::Softplus, unary(OpKind::Softplus)},
+      {OpKind::Where,
+       [](InterpFixture &f) {
+         return f.op(OpKind::Where, {f.input("c", i32({2}), {1, 0}),
+                                     f.randomInput("a", {2}, 1),
+                                     f.randomInput("b", {2}, 2)});
+       }},
+      {OpKind::Iota,
+       [](InterpFixture &f) {
+         return f.op(OpKind::Iota, {},
+                     {{"shape", std::vector<int64_t>{2, 3}},
+                      {"axis", int64_t(1)},
+                      {"dtype", std::string("f64")}});
+       }},
+      {OpKind::MinMaxGrad,
+       [](InterpFixture &f) {
+         return f.op(OpKind::MinMaxGrad,
+                     {f.randomInput("dy", {2}, 1), f.randomInput("a", {2}, 2),
+                      f.randomInput("b", {2}, 3)},
+                     {{"maximum", true}});
+       }},
       // Tensor parallelism over a vocabulary (values checked in
       // VocabOpsTest.cpp).
       {OpKind::SumExp,

@@ -95,23 +95,27 @@ struct Case {
 
 const Case kMlp{
     "mlp.mg", {{"B", "16"}, {"D", "12"}, {"H", "24"}, {"C", "5"}}, 5, 1e-5};
-const Case kGpt{"gpt.mg",
-                {{"V", "64"}, {"T", "8"}, {"D", "32"}, {"H", "4"}, {"L", "2"},
-                 {"B", "8"}},
-                64,
-                1e-4};
+const Case kGpt{
+    "gpt.mg",
+    {{"V", "64"}, {"T", "8"}, {"D", "32"}, {"H", "4"}, {"L", "2"}, {"B", "8"}},
+    64,
+    1e-4};
 // Accumulation splits the batch further: a batch (B) that differs from the
 // context (T), so that only the token inputs count as batched.
-const Case kGptAcc{"gpt.mg",
-                   {{"V", "64"}, {"T", "8"}, {"D", "32"}, {"H", "4"},
-                    {"L", "2"}, {"B", "16"}},
-                   64,
-                   1e-4};
+const Case kGptAcc{
+    "gpt.mg",
+    {{"V", "64"}, {"T", "8"}, {"D", "32"}, {"H", "4"}, {"L", "2"}, {"B", "16"}},
+    64,
+    1e-4};
 // A vocabulary (65) that tp=2 and tp=4 split unevenly (33 + 32;
 // 17 + 16 + 16 + 16).
 Case gptVocab() {
   return Case{gptVocabSplit().c_str(),
-              {{"V", "65"}, {"T", "8"}, {"D", "32"}, {"H", "4"}, {"L", "2"},
+              {{"V", "65"},
+               {"T", "8"},
+               {"D", "32"},
+               {"H", "4"},
+               {"L", "2"},
                {"B", "8"}},
               65,
               1e-4};
@@ -120,8 +124,7 @@ const Case kMlp18{
     "mlp.mg", {{"B", "18"}, {"D", "12"}, {"H", "24"}, {"C", "5"}}, 5, 1e-5};
 
 void checkMeshMatchesSingle(const Case &c, const std::string &mesh,
-                            int zero = 0, int accumulate = 1,
-                            int steps = 4) {
+                            int zero = 0, int accumulate = 1, int steps = 4) {
   INFO("model " << std::string(c.model) << " on mesh " << mesh << ", zero "
                 << zero << ", accumulate " << accumulate);
   SessionOptions options;

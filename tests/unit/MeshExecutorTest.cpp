@@ -64,8 +64,9 @@ TEST_CASE("Mesh executor: arguments are checked per device, naming it") {
         std::string::npos);
   auto count = r.ex->run({good}, r.diag);
   CHECK(count.failed());
-  CHECK(r.errors().find("runs 2 devices of the mesh dp=2 but arguments for 1") !=
-        std::string::npos);
+  CHECK(
+      r.errors().find("runs 2 devices of the mesh dp=2 but arguments for 1") !=
+      std::string::npos);
   // And a correct run still works.
   CHECK(r.run({good, good}).size() == 2);
 }

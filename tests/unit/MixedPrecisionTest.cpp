@@ -237,7 +237,8 @@ void compareGradients(const std::string &path, const std::string &file,
     total += d;
   }
   CHECK(grads > 0);
-  MESSAGE(std::string(file) << ": worst relative gradient difference " << worst);
+  MESSAGE(std::string(file)
+          << ": worst relative gradient difference " << worst);
   // The bf16 step does compute in bf16: its gradients are not the f32 ones.
   CHECK(total > 1e-4);
 
@@ -250,11 +251,11 @@ void compareGradients(const std::string &path, const std::string &file,
   double worstRef = 0;
   for (const auto &[name, want] : *ref)
     if (llvm::StringRef(name).startswith("grad."))
-      worstRef = std::max(worstRef, relativeDistance(got.outputs.at(name),
-                                                     runtime::Tensor::fromHost(
-                                                         want)));
-  MESSAGE(std::string(file) << ": bf16 gradients, CPU against the interpreter: "
-               << worstRef);
+      worstRef =
+          std::max(worstRef, relativeDistance(got.outputs.at(name),
+                                              runtime::Tensor::fromHost(want)));
+  MESSAGE(std::string(file)
+          << ": bf16 gradients, CPU against the interpreter: " << worstRef);
   CHECK(worstRef <= interpTolerance);
 }
 
@@ -374,14 +375,15 @@ void compareTraining(const char *file,
   double worst = 0;
   for (size_t k = 0; k < want.size(); ++k) {
     double d = std::fabs(got[k] - want[k]) / std::fabs(want[k]);
-    INFO(std::string(file) << " step " << k + 1 << ": f32 " << want[k] << ", bf16 "
-              << got[k]);
+    INFO(std::string(file) << " step " << k + 1 << ": f32 " << want[k]
+                           << ", bf16 " << got[k]);
     CHECK(d <= tolerance);
     worst = std::max(worst, d);
   }
-  MESSAGE(std::string(file) << ": loss f32 " << want.front() << " -> " << want.back()
-               << ", bf16 " << got.front() << " -> " << got.back()
-               << ", largest relative difference " << worst);
+  MESSAGE(std::string(file)
+          << ": loss f32 " << want.front() << " -> " << want.back() << ", bf16 "
+          << got.front() << " -> " << got.back()
+          << ", largest relative difference " << worst);
   CHECK(worst > 0); // bf16 is not f32
   CHECK(got.back() < 0.8 * got.front());
   for (const TensorInfo &p : bf16->parameters()) {
@@ -413,8 +415,9 @@ TEST_CASE("mixed-precision: bf16 training follows f32 training (GPT)") {
 // rows, which may round a pre-activation near zero to the other side, and
 // ReLU's mask then passes another element's gradient (see the ReLU test).
 std::string sgdCopy(const char *file) {
-  std::string sgd = variantOf(file, "optimizer = adamw(",
-                              "  optimizer = sgd(lr = 0.1)", /*wholeLine=*/true);
+  std::string sgd =
+      variantOf(file, "optimizer = adamw(", "  optimizer = sgd(lr = 0.1)",
+                /*wholeLine=*/true);
   if (std::string(file) != "mlp.mg")
     return sgd;
   std::string gelu = variantOf(sgd, "relu(", "gelu(");
@@ -467,9 +470,10 @@ void compareMesh(const char *file,
       worstName = p.name;
     }
   }
-  MESSAGE(std::string(file) << " on " << std::string(mesh) << " in bf16 against one device: loss "
-               << worstLoss << ", parameters " << worstParam << " ("
-               << worstName << ")");
+  MESSAGE(std::string(file)
+          << " on " << std::string(mesh) << " in bf16 against one device: loss "
+          << worstLoss << ", parameters " << worstParam << " (" << worstName
+          << ")");
   CHECK(worstLoss <= 1e-3);
   CHECK(worstParam <= 3e-2);
 }
@@ -535,8 +539,8 @@ TEST_CASE("mixed-precision: an executable keeps the precision it was built "
   namespace fs = std::filesystem;
   fs::path path = fs::temp_directory_path() /
                   ("mgc-precision-" + std::to_string(::getpid()) + ".mgx");
-  REQUIRE(succeeded(backend::writeExecutableFile(*exes->step, path.string(),
-                                                 diag)));
+  REQUIRE(succeeded(
+      backend::writeExecutableFile(*exes->step, path.string(), diag)));
   SessionOptions o;
   o.precision = "fp32";
   auto s = Session::create(path.string(), o);

@@ -49,10 +49,11 @@ TEST_CASE("matmul shape rule") {
   auto r = inferResultType(OpKind::Matmul, {a, w}, {});
   REQUIRE(r.ok());
   CHECK(r.type() == TensorType(DType::F32, {8, 16, 64}));
-  auto bad = inferResultType(OpKind::Matmul, {a, TensorType(DType::F32, {31, 64})}, {});
+  auto bad = inferResultType(OpKind::Matmul,
+                             {a, TensorType(DType::F32, {31, 64})}, {});
   REQUIRE(!bad.ok());
-  CHECK(bad.message() ==
-        "matmul contracting dimensions differ (32 vs 31): f32[8, 16, 32] @ f32[31, 64]");
+  CHECK(bad.message() == "matmul contracting dimensions differ (32 vs 31): "
+                         "f32[8, 16, 32] @ f32[31, 64]");
 }
 
 TEST_CASE("broadcastShapes follows NumPy") {

@@ -18,7 +18,8 @@ CommandSpec testSpec() {
                {"--time-passes", "", "timing"}};
   return s;
 }
-std::optional<ParsedArgs> parse(std::vector<std::string> args, std::string &error) {
+std::optional<ParsedArgs> parse(std::vector<std::string> args,
+                                std::string &error) {
   return parseArgs(testSpec(), args, error);
 }
 } // namespace
@@ -44,9 +45,11 @@ TEST_CASE("options in every accepted form") {
 TEST_CASE("usage errors name the flag") {
   std::string error;
   CHECK(!parse({"m.mg", "--frob"}, error));
-  CHECK(error == "unknown option '--frob' for 'mgc compile' (see 'mgc compile --help')");
+  CHECK(error ==
+        "unknown option '--frob' for 'mgc compile' (see 'mgc compile --help')");
   CHECK(!parse({"m.mg", "--emit=asm"}, error));
-  CHECK(error == "invalid value 'asm' for option '--emit'; expected one of: ir, plan");
+  CHECK(error ==
+        "invalid value 'asm' for option '--emit'; expected one of: ir, plan");
   CHECK(!parse({"m.mg", "-o"}, error));
   CHECK(error == "option '-o' needs a value (FILE)");
   CHECK(!parse({"m.mg", "--time-passes=yes"}, error));

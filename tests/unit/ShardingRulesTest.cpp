@@ -65,6 +65,17 @@ struct Case {
                                     static_cast<uint64_t>(bound));
     return input(type, std::move(data));
   }
+  // Whole numbers in [lo, hi) as f64: ties between two such tensors.
+  Value *wholes(Shape shape, int64_t lo, int64_t hi) {
+    std::vector<double> data(
+        static_cast<size_t>(TensorType(DType::F64, shape).size()));
+    uint64_t stream = hashName(name) + args.size();
+    for (size_t i = 0; i < data.size(); ++i)
+      data[i] = static_cast<double>(lo) +
+                static_cast<double>(randomBits(seed, stream, i) %
+                                    static_cast<uint64_t>(hi - lo));
+    return input(TensorType(DType::F64, shape), std::move(data));
+  }
   // Integers in [lo, hi).
   Value *intsIn(Shape shape, int64_t lo, int64_t hi) {
     Value *v = ids(shape, hi - lo);
@@ -146,6 +157,27 @@ std::vector<CaseDef> caseDefs() {
   for (OpKind k : {OpKind::Neg, OpKind::Exp, OpKind::Tanh, OpKind::Relu,
                    OpKind::Gelu, OpKind::Sigmoid, OpKind::Cos})
     add(opName(k).str(), [k](Case &c) { c.make(k, {c.rand({4, 3, 5})}); });
+  for (OpKind k : {OpKind::Sin, OpKind::Abs, OpKind::Sign, OpKind::Softplus})
+    add(opName(k).str(), [k](Case &c) { c.make(k, {c.rand({4, 3, 5})}); });
+  add("pow", [](Case &c) {
+    c.make(OpKind::Pow, {c.positive({5, 4}), c.rand({5, 4})});
+  });
+  add("where", [](Case &c) {
+    c.make(OpKind::Where,
+           {c.intsIn({5, 4}, 0, 2), c.rand({5, 4}), c.rand({5, 4})});
+  });
+  add("iota", [](Case &c) {
+    c.make(OpKind::Iota, {},
+           {{"shape", Ints{5, 4}},
+            {"axis", int64_t(1)},
+            {"dtype", std::string("f64")}});
+  });
+  for (bool isMax : {false, true})
+    add(isMax ? "minmax_grad maximum" : "minmax_grad", [isMax](Case &c) {
+      c.make(OpKind::MinMaxGrad,
+             {c.rand({5, 4}), c.wholes({5, 4}, -2, 2), c.wholes({5, 4}, -2, 2)},
+             {{"maximum", isMax}});
+    });
   for (OpKind k : {OpKind::Log, OpKind::Sqrt, OpKind::Rsqrt})
     add(opName(k).str(), [k](Case &c) { c.make(k, {c.positive({5, 4})}); });
   // Integer arithmetic: a truncating division or mean is not linear.
@@ -543,8 +575,9 @@ TEST_CASE("sharding rules: every listed signature computes the logical op") {
       llvm::SmallVector<ShardingSignature, 8> sigs =
           legalSignatures(*c->op, axis);
       // Every rule but dropout's and the constant's lists more than all-R.
-      bool mayBeEmpty =
-          c->op->kind() == OpKind::Dropout || c->op->kind() == OpKind::Constant;
+      bool mayBeEmpty = c->op->kind() == OpKind::Dropout ||
+                        c->op->kind() == OpKind::Constant ||
+                        c->op->kind() == OpKind::Iota;
       INFO(def.name << " on " << axisStr(axis));
       CHECK((mayBeEmpty || sigs.size() > 1));
       REQUIRE(!sigs.empty());

@@ -1,5 +1,5 @@
-#include "ir/Builder.h"
 #include "ir/Verifier.h"
+#include "ir/Builder.h"
 
 #include <doctest/doctest.h>
 
@@ -26,7 +26,8 @@ TEST_CASE("a well-formed module verifies") {
   Builder b(g);
   auto y = b.create(OpKind::Matmul, {x, w});
   REQUIRE(y.ok());
-  auto loss = b.create(OpKind::Mean, {y.value}, Attrs{{"axes", std::vector<int64_t>{0, 1}}});
+  auto loss = b.create(OpKind::Mean, {y.value},
+                       Attrs{{"axes", std::vector<int64_t>{0, 1}}});
   REQUIRE(loss.ok());
   g.addOutput("y", y.value);
   g.addOutput("loss", loss.value, /*isLoss=*/true);
@@ -53,7 +54,8 @@ TEST_CASE("the verifier reports wrong declared types, order and names") {
   CHECK(!ok);
   CHECK(out.find("duplicate argument name 'x'") != std::string::npos);
   CHECK(out.find("t.mgir:4:3: error: op %1 (relu) declares result type "
-                 "f32[3, 2] but its operands give f32[2, 3]") != std::string::npos);
+                 "f32[3, 2] but its operands give f32[2, 3]") !=
+        std::string::npos);
   CHECK(out.find("op %0 (neg) uses operand 0 before it is defined") !=
         std::string::npos);
   CHECK(out.find("loss output 'loss' must be a floating-point scalar, got "
