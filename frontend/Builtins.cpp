@@ -40,6 +40,7 @@ static const Builtin kBuiltins[] = {
     {"softmax", OpKind::Softmax, F::Generic, "x"},
     {"log_softmax", OpKind::LogSoftmax, F::Generic, "x"},
     {"layernorm", OpKind::Layernorm, F::Generic, "x, gamma, beta"},
+    {"rmsnorm", OpKind::Rmsnorm, F::Generic, "x, gamma"},
     // Linear algebra and lookups.
     {"matmul", OpKind::Matmul, F::Matmul, "a, b"},
     {"embedding", OpKind::Embedding, F::Generic, "table, ids"},

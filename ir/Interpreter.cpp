@@ -297,9 +297,9 @@ LogicalResult checkIds(EvalContext &ctx, unsigned operand, int64_t limit,
   return success();
 }
 
-MeanRstd rowMeanRstd(const double *in, int64_t d, double eps) {
+MeanRstd rowMeanRstd(const double *in, int64_t d, double eps, bool centered) {
   double mean = 0;
-  for (int64_t j = 0; j < d; ++j)
+  for (int64_t j = 0; j < d && centered; ++j)
     mean += in[j];
   mean /= static_cast<double>(d);
   double var = 0;

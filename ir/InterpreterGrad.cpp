@@ -91,9 +91,11 @@ LogicalResult evalLogSoftmaxGrad(EvalContext &ctx) {
   return success();
 }
 
+namespace {
 // Per row of D: with xhat = (x - mean) * rstd and g = dy * gamma,
-// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), as in llm.c.
-LogicalResult evalLayernormGradX(EvalContext &ctx) {
+// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), as in llm.c; rmsnorm
+// (not centered) has mean 0 and no mean(g) term.
+LogicalResult normalizeRowsGradX(EvalContext &ctx, bool centered) {
   const HostTensor &x = ctx.in(1);
   const double *dy = ctx.in(0).data.data(), *gamma = ctx.in(2).data.data();
   double eps = ctx.op.attrs().getFloat("eps");
@@ -104,19 +106,27 @@ LogicalResult evalLayernormGradX(EvalContext &ctx) {
     const double *in = x.data.data() + r * d;
     const double *g = dy + r * d;
     double *out = ctx.result.data.data() + r * d;
-    auto [mean, rstd] = rowMeanRstd(in, d, eps);
+    auto [mean, rstd] = rowMeanRstd(in, d, eps, centered);
     double meanG = 0, meanGX = 0;
     for (int64_t j = 0; j < d; ++j) {
       xhat[j] = (in[j] - mean) * rstd;
       meanG += g[j] * gamma[j];
       meanGX += g[j] * gamma[j] * xhat[j];
     }
-    meanG /= static_cast<double>(d);
+    meanG = centered ? meanG / static_cast<double>(d) : 0.0;
     meanGX /= static_cast<double>(d);
     for (int64_t j = 0; j < d; ++j)
       out[j] = rstd * (g[j] * gamma[j] - meanG - xhat[j] * meanGX);
   }
   return success();
+}
+} // namespace
+
+LogicalResult evalLayernormGradX(EvalContext &ctx) {
+  return normalizeRowsGradX(ctx, true);
+}
+LogicalResult evalRmsnormGradX(EvalContext &ctx) {
+  return normalizeRowsGradX(ctx, false);
 }
 
 // dy[..., D], ids[...] -> table[rows, D]: row ids[n] accumulates dy[n, :],

@@ -47,11 +47,13 @@ void stridedGather(const double *in, int64_t base,
                    llvm::ArrayRef<int64_t> inStrides, double *out);
 
 // Mean and 1 / sqrt(population variance + eps) of in[0..d): the row
-// statistics of layernorm, shared by its forward and its gradient.
+// statistics of layernorm, shared by its forward and its gradient. Not
+// centered (rmsnorm): mean 0 and 1 / sqrt(mean(x^2) + eps).
 struct MeanRstd {
   double mean, rstd;
 };
-MeanRstd rowMeanRstd(const double *in, int64_t d, double eps);
+MeanRstd rowMeanRstd(const double *in, int64_t d, double eps,
+                     bool centered = true);
 
 // Sets the entries above the diagonal of every trailing [T, T] matrix of
 // `data` (column > row) to `value`: causal_mask writes -inf there, its

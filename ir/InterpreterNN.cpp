@@ -81,21 +81,31 @@ LogicalResult evalLogSoftmax(EvalContext &ctx) {
 }
 
 // x[..., D], gamma[D], beta[D] -> [..., D]; population variance.
-LogicalResult evalLayernorm(EvalContext &ctx) {
+namespace {
+// layernorm (centered, with beta) and rmsnorm (neither) over the last axis.
+LogicalResult normalizeRows(EvalContext &ctx, bool centered) {
   const HostTensor &x = ctx.in(0);
   const double *gamma = ctx.in(1).data.data();
-  const double *beta = ctx.in(2).data.data();
+  const double *beta = centered ? ctx.in(2).data.data() : nullptr;
   double eps = ctx.op.attrs().getFloat("eps");
   int64_t d = x.type.shape.back();
   int64_t rows = d == 0 ? 0 : x.type.size() / d;
   for (int64_t r = 0; r < rows; ++r) {
     const double *in = x.data.data() + r * d;
     double *out = ctx.result.data.data() + r * d;
-    auto [mean, inv] = rowMeanRstd(in, d, eps);
+    auto [mean, inv] = rowMeanRstd(in, d, eps, centered);
     for (int64_t j = 0; j < d; ++j)
-      out[j] = (in[j] - mean) * inv * gamma[j] + beta[j];
+      out[j] = (in[j] - mean) * inv * gamma[j] + (beta ? beta[j] : 0.0);
   }
   return success();
+}
+} // namespace
+
+LogicalResult evalLayernorm(EvalContext &ctx) {
+  return normalizeRows(ctx, true);
+}
+LogicalResult evalRmsnorm(EvalContext &ctx) {
+  return normalizeRows(ctx, false);
 }
 
 // a[..., M, K] @ b[K, N] (b shared by every batch) or b[..., K, N].

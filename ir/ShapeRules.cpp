@@ -178,6 +178,22 @@ TypeOrError inferLayernorm(const ShapeQuery &q) {
   return x;
 }
 
+TypeOrError inferRmsnorm(const ShapeQuery &q) {
+  const TensorType &x = q.operands[0], &g = q.operands[1];
+  if (x.isScalar())
+    return err("rmsnorm needs a tensor of rank at least 1, got " + x.str());
+  if (!isFloat(x.dtype))
+    return err("rmsnorm needs a floating-point input, got " + x.str());
+  TensorType param(x.dtype, {x.shape.back()});
+  if (g != param)
+    return err("rmsnorm of " + x.str() + " needs gamma of type " + param.str() +
+               ", got " + g.str());
+  if (!(q.attrs.getFloat("eps") > 0))
+    return err("rmsnorm eps must be positive, got " +
+               formatDouble(q.attrs.getFloat("eps")));
+  return x;
+}
+
 TypeOrError inferMatmul(const ShapeQuery &q) {
   const TensorType &a = q.operands[0], &b = q.operands[1];
   if (a.dtype != b.dtype)

@@ -73,6 +73,21 @@ void gradLayernorm(GradContext &ctx, Grads grads) {
     grads[2] = sumLeading(ctx, ctx.dy(), /*keep=*/1);
 }
 
+// dx by the fused rmsnorm_grad_x; dgamma = sum(dy * xhat) over the leading
+// axes, xhat recomputed as rmsnorm with unit gamma.
+void gradRmsnorm(GradContext &ctx, Grads grads) {
+  Value *x = ctx.x(0), *gamma = ctx.x(1);
+  if (ctx.needs(0))
+    grads[0] =
+        ctx.create(OpKind::RmsnormGradX, {ctx.dy(), x, gamma}, ctx.attrs());
+  if (ctx.needs(1)) {
+    Value *xhat = ctx.create(OpKind::Rmsnorm, {x, ctx.fill(1.0, gamma->type())},
+                             ctx.attrs());
+    grads[1] =
+        sumLeading(ctx, ctx.create(OpKind::Mul, {ctx.dy(), xhat}), /*keep=*/1);
+  }
+}
+
 // y = a @ b: da = dy @ b^T; db = a^T @ dy, per batch when b is batched and
 // summed over the batch when b is shared ([K, N]): that sum is one matmul of
 // the flattened rows, a[B*M, K]^T @ dy[B*M, N].
@@ -137,9 +152,9 @@ void gradAttention(GradContext &ctx, Grads grads) {
   for (int64_t i = 0; i < 3; ++i) {
     if (!ctx.needs(static_cast<unsigned>(i)))
       continue;
-    Value *part = ctx.create(
-        OpKind::Slice, {stacked},
-        {{"axis", int64_t(0)}, {"start", i}, {"end", i + 1}});
+    Value *part =
+        ctx.create(OpKind::Slice, {stacked},
+                   {{"axis", int64_t(0)}, {"start", i}, {"end", i + 1}});
     grads[i] = ctx.create(OpKind::Reshape, {part}, {{"shape", shape}});
   }
 }

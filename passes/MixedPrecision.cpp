@@ -78,6 +78,7 @@ Rule ruleOf(const Op &op) {
   case OpKind::Attention:
     return Rule::Low;
   case OpKind::Layernorm:
+  case OpKind::Rmsnorm:
   case OpKind::Softmax:
   case OpKind::LogSoftmax:
   case OpKind::CrossEntropy:

@@ -360,6 +360,8 @@ constexpr RuleRow kRules[] = {
     {ir::OpKind::SoftmaxGrad, ruleAxisGrad},
     {ir::OpKind::LogSoftmaxGrad, ruleAxisGrad},
     {ir::OpKind::LayernormGradX, ruleLayernormGradX},
+    {ir::OpKind::Rmsnorm, ruleLayernorm},
+    {ir::OpKind::RmsnormGradX, ruleLayernormGradX},
     {ir::OpKind::EmbeddingGrad, ruleEmbeddingGrad},
     {ir::OpKind::MaxGrad, ruleMaxGrad},
     {ir::OpKind::CrossEntropyGrad, ruleCrossEntropyGrad},

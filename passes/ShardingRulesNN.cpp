@@ -48,8 +48,12 @@ void ruleAxisGrad(const ir::Op &op, const ir::MeshAxis &axis, Signatures &out) {
 // layernorm (x, gamma, beta) over the last axis: rows split.
 void ruleLayernorm(const ir::Op &op, const ir::MeshAxis &axis,
                    Signatures &out) {
-  for (int64_t d : leadingSplits(op.operand(0)->type(), 1, axis))
-    out.push_back(sig({S(d), R(), R()}, S(d)));
+  // x split by rows; gamma (and layernorm's beta) replicated.
+  for (int64_t d : leadingSplits(op.operand(0)->type(), 1, axis)) {
+    ShardingSignature s = uniformSig(op, R(), S(d));
+    s.operands[0] = S(d);
+    out.push_back(s);
+  }
 }
 
 // layernorm_grad_x (dy, x, gamma): rows split; linear in dy.

@@ -88,11 +88,13 @@ LogicalResult softmaxLike(const KernelArgs &args, bool logarithm) {
   });
 }
 
-// The mean and 1/sqrt(var + eps) of one row of d values.
+// The mean and 1/sqrt(var + eps) of one row of d values; not centered
+// (rmsnorm): mean 0 and 1/sqrt(mean(x^2) + eps).
 template <typename S>
-void rowMoments(const S *x, int64_t d, double eps, double &mean, double &rstd) {
+void rowMoments(const S *x, int64_t d, double eps, bool centered, double &mean,
+                double &rstd) {
   mean = 0;
-  for (int64_t j = 0; j < d; ++j)
+  for (int64_t j = 0; j < d && centered; ++j)
     mean += Elem<S>::load(x[j]);
   mean /= static_cast<double>(d);
   double var = 0;
@@ -133,8 +135,10 @@ LogicalResult kernelLogSoftmax(const KernelArgs &args) {
   return softmaxLike(args, true);
 }
 
-// x[R, D] (any leading axes), gamma[D], beta[D] -> y[R, D]
-LogicalResult kernelLayernorm(const KernelArgs &args) {
+namespace {
+// x[R, D] (any leading axes), gamma[D], beta[D] -> y[R, D]; rmsnorm (not
+// centered) has no beta.
+LogicalResult normalizeRows(const KernelArgs &args, bool centered) {
   double eps = args.op.attrs().getFloat("eps");
   int64_t d = args.out.shape().back();
   int64_t rows = d == 0 ? 0 : args.out.size() / d;
@@ -142,20 +146,28 @@ LogicalResult kernelLayernorm(const KernelArgs &args) {
     using E = Elem<S>;
     using C = ComputeOf<S>;
     const S *x = args.in[0].as<S>(), *gamma = args.in[1].as<S>(),
-            *beta = args.in[2].as<S>();
+            *beta = centered ? args.in[2].as<S>() : nullptr;
     S *y = args.out.as<S>();
     args.pool.parallelFor(rows, kRowGrain, [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
         double mean, rstd;
-        rowMoments(x + r * d, d, eps, mean, rstd);
+        rowMoments(x + r * d, d, eps, centered, mean, rstd);
         for (int64_t j = 0; j < d; ++j)
           y[r * d + j] = E::store(static_cast<C>(
               (E::load(x[r * d + j]) - mean) * rstd * E::load(gamma[j]) +
-              E::load(beta[j])));
+              (beta ? double(E::load(beta[j])) : 0.0)));
       }
     });
     return success();
   });
+}
+} // namespace
+
+LogicalResult kernelLayernorm(const KernelArgs &args) {
+  return normalizeRows(args, true);
+}
+LogicalResult kernelRmsnorm(const KernelArgs &args) {
+  return normalizeRows(args, false);
 }
 
 // dy[s], y[s] -> dx[s]: y * (dy - sum(dy * y)) along `axis`.
@@ -210,9 +222,11 @@ LogicalResult kernelLogSoftmaxGrad(const KernelArgs &args) {
   });
 }
 
+namespace {
 // dy[R, D], x[R, D], gamma[D] -> dx[R, D]:
-// rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * gamma.
-LogicalResult kernelLayernormGradX(const KernelArgs &args) {
+// rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * gamma; rmsnorm
+// (not centered) has mean 0 and no mean(g) term.
+LogicalResult normalizeRowsGradX(const KernelArgs &args, bool centered) {
   double eps = args.op.attrs().getFloat("eps");
   int64_t d = args.out.shape().back();
   int64_t rows = d == 0 ? 0 : args.out.size() / d;
@@ -226,14 +240,14 @@ LogicalResult kernelLayernormGradX(const KernelArgs &args) {
       for (int64_t r = b; r < e; ++r) {
         const S *xr = x + r * d, *gr = dy + r * d;
         double mean, rstd;
-        rowMoments(xr, d, eps, mean, rstd);
+        rowMoments(xr, d, eps, centered, mean, rstd);
         double meanG = 0, meanGX = 0;
         for (int64_t j = 0; j < d; ++j) {
           double g = double(E::load(gr[j])) * E::load(gamma[j]);
           meanG += g;
           meanGX += g * ((E::load(xr[j]) - mean) * rstd);
         }
-        meanG /= static_cast<double>(d);
+        meanG = centered ? meanG / static_cast<double>(d) : 0.0;
         meanGX /= static_cast<double>(d);
         for (int64_t j = 0; j < d; ++j) {
           double g = double(E::load(gr[j])) * E::load(gamma[j]);
@@ -245,6 +259,14 @@ LogicalResult kernelLayernormGradX(const KernelArgs &args) {
     });
     return success();
   });
+}
+} // namespace
+
+LogicalResult kernelLayernormGradX(const KernelArgs &args) {
+  return normalizeRowsGradX(args, true);
+}
+LogicalResult kernelRmsnormGradX(const KernelArgs &args) {
+  return normalizeRowsGradX(args, false);
 }
 
 // table[V, D], ids[P] (any shape) -> out[P, D]: row copies.

@@ -253,23 +253,35 @@ LogicalResult kLogSoftmaxGrad(const CudaKernelArgs &args) {
                                    args.out.data, axisLines(args), true));
 }
 
-// x[R, D], gamma[D], beta[D] -> y[R, D]
-LogicalResult kLayernorm(const CudaKernelArgs &args) {
+// x[R, D], gamma[D], beta[D] -> y[R, D]; rmsnorm (not centered): no beta.
+LogicalResult normalizeRows(const CudaKernelArgs &args, bool centered) {
   int64_t d = args.out.shape().back();
   int64_t rows = d == 0 ? 0 : args.out.size() / d;
-  return CHECKED(launchLayernorm(args.launch, toDt(args.out.dtype()),
-                                 args.in[0].data, args.in[1].data,
-                                 args.in[2].data, args.out.data, rows, d,
-                                 args.op.attrs().getFloat("eps")));
+  return CHECKED(launchLayernorm(
+      args.launch, toDt(args.out.dtype()), args.in[0].data, args.in[1].data,
+      centered ? args.in[2].data : nullptr, args.out.data, rows, d,
+      args.op.attrs().getFloat("eps"), centered));
+}
+LogicalResult kLayernorm(const CudaKernelArgs &a) {
+  return normalizeRows(a, true);
+}
+LogicalResult kRmsnorm(const CudaKernelArgs &a) {
+  return normalizeRows(a, false);
 }
 // dy[R, D], x[R, D], gamma[D] -> dx[R, D]
-LogicalResult kLayernormGradX(const CudaKernelArgs &args) {
+LogicalResult normalizeRowsGradX(const CudaKernelArgs &args, bool centered) {
   int64_t d = args.out.shape().back();
   int64_t rows = d == 0 ? 0 : args.out.size() / d;
-  return CHECKED(launchLayernormGradX(args.launch, toDt(args.out.dtype()),
-                                      args.in[0].data, args.in[1].data,
-                                      args.in[2].data, args.out.data, rows, d,
-                                      args.op.attrs().getFloat("eps")));
+  return CHECKED(
+      launchLayernormGradX(args.launch, toDt(args.out.dtype()), args.in[0].data,
+                           args.in[1].data, args.in[2].data, args.out.data,
+                           rows, d, args.op.attrs().getFloat("eps"), centered));
+}
+LogicalResult kLayernormGradX(const CudaKernelArgs &a) {
+  return normalizeRowsGradX(a, true);
+}
+LogicalResult kRmsnormGradX(const CudaKernelArgs &a) {
+  return normalizeRowsGradX(a, false);
 }
 
 // a[..., M, K] @ b[K, N] or b[..., K, N] -> c[..., M, N]
@@ -607,6 +619,10 @@ CudaKernelFn cudaKernelFor(ir::OpKind kind) {
     return kLogSoftmax;
   case OpKind::Layernorm:
     return kLayernorm;
+  case OpKind::Rmsnorm:
+    return kRmsnorm;
+  case OpKind::RmsnormGradX:
+    return kRmsnormGradX;
   case OpKind::Matmul:
     return kMatmul;
   case OpKind::Embedding:

@@ -66,12 +66,13 @@ __global__ void softmaxGradKernel(const S *dy, const S *y, S *dx, Lines l,
   }
 }
 
-// The mean and 1/sqrt(var + eps) of a row of d values (every thread).
+// The mean and 1/sqrt(var + eps) of a row of d values (every thread); not
+// centered (rmsnorm): mean 0 and 1/sqrt(mean(x^2) + eps).
 template <typename S>
-__device__ void rowMoments(const S *x, int64_t d, double eps, double &mean,
-                           double &rstd) {
+__device__ void rowMoments(const S *x, int64_t d, double eps, bool centered,
+                           double &mean, double &rstd) {
   double s = 0;
-  for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
+  for (int64_t j = threadIdx.x; j < d && centered; j += blockDim.x)
     s += Elem<S>::load(x[j]);
   mean = blockSum(s) / static_cast<double>(d);
   double v = 0;
@@ -85,17 +86,18 @@ __device__ void rowMoments(const S *x, int64_t d, double eps, double &mean,
 
 template <typename S>
 __global__ void layernormKernel(const S *x, const S *gamma, const S *beta, S *y,
-                                int64_t rows, int64_t d, double eps) {
+                                int64_t rows, int64_t d, double eps,
+                                bool centered) {
   using E = Elem<S>;
   using C = ComputeOf<S>;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const S *xr = x + r * d;
     double mean, rstd;
-    rowMoments(xr, d, eps, mean, rstd);
+    rowMoments(xr, d, eps, centered, mean, rstd);
     for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
       y[r * d + j] = E::store(
           static_cast<C>((E::load(xr[j]) - mean) * rstd * E::load(gamma[j]) +
-                         E::load(beta[j])));
+                         (beta ? double(E::load(beta[j])) : 0.0)));
   }
 }
 
@@ -103,20 +105,20 @@ __global__ void layernormKernel(const S *x, const S *gamma, const S *beta, S *y,
 template <typename S>
 __global__ void layernormGradXKernel(const S *dy, const S *x, const S *gamma,
                                      S *dx, int64_t rows, int64_t d,
-                                     double eps) {
+                                     double eps, bool centered) {
   using E = Elem<S>;
   using C = ComputeOf<S>;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const S *xr = x + r * d, *gr = dy + r * d;
     double mean, rstd;
-    rowMoments(xr, d, eps, mean, rstd);
+    rowMoments(xr, d, eps, centered, mean, rstd);
     double sg = 0, sgx = 0;
     for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
       double g = double(E::load(gr[j])) * E::load(gamma[j]);
       sg += g;
       sgx += g * ((E::load(xr[j]) - mean) * rstd);
     }
-    double meanG = blockSum(sg) / static_cast<double>(d);
+    double meanG = centered ? blockSum(sg) / static_cast<double>(d) : 0.0;
     double meanGX = blockSum(sgx) / static_cast<double>(d);
     for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
       double g = double(E::load(gr[j])) * E::load(gamma[j]);
@@ -344,26 +346,30 @@ cudaError_t launchSoftmaxGrad(const Launch &l, Dt dt, const void *dy,
 
 cudaError_t launchLayernorm(const Launch &l, Dt dt, const void *x,
                             const void *gamma, const void *beta, void *y,
-                            int64_t rows, int64_t d, double eps) {
+                            int64_t rows, int64_t d, double eps,
+                            bool centered) {
   if (rows <= 0 || d <= 0)
     return cudaSuccess;
   return visitFloat(dt, [&]<typename S>() {
     layernormKernel<S><<<blocksFor(rows), kThreads, 0, l.stream>>>(
         static_cast<const S *>(x), static_cast<const S *>(gamma),
-        static_cast<const S *>(beta), static_cast<S *>(y), rows, d, eps);
+        static_cast<const S *>(beta), static_cast<S *>(y), rows, d, eps,
+        centered);
     return lastError();
   });
 }
 
 cudaError_t launchLayernormGradX(const Launch &l, Dt dt, const void *dy,
                                  const void *x, const void *gamma, void *dx,
-                                 int64_t rows, int64_t d, double eps) {
+                                 int64_t rows, int64_t d, double eps,
+                                 bool centered) {
   if (rows <= 0 || d <= 0)
     return cudaSuccess;
   return visitFloat(dt, [&]<typename S>() {
     layernormGradXKernel<S><<<blocksFor(rows), kThreads, 0, l.stream>>>(
         static_cast<const S *>(dy), static_cast<const S *>(x),
-        static_cast<const S *>(gamma), static_cast<S *>(dx), rows, d, eps);
+        static_cast<const S *>(gamma), static_cast<S *>(dx), rows, d, eps,
+        centered);
     return lastError();
   });
 }

@@ -193,12 +193,15 @@ cudaError_t launchSoftmax(const Launch &launch, Dt dt, const void *x, void *y,
 cudaError_t launchSoftmaxGrad(const Launch &launch, Dt dt, const void *dy,
                               const void *y, void *dx, Lines lines,
                               bool logarithm);
+// layernorm, or with centered = false rmsnorm (mean 0, beta null).
 cudaError_t launchLayernorm(const Launch &launch, Dt dt, const void *x,
                             const void *gamma, const void *beta, void *y,
-                            int64_t rows, int64_t d, double eps);
+                            int64_t rows, int64_t d, double eps,
+                            bool centered = true);
 cudaError_t launchLayernormGradX(const Launch &launch, Dt dt, const void *dy,
                                  const void *x, const void *gamma, void *dx,
-                                 int64_t rows, int64_t d, double eps);
+                                 int64_t rows, int64_t d, double eps,
+                                 bool centered = true);
 // Entries above the diagonal of each [t, t] matrix set to -inf (mask) or 0.
 cudaError_t launchCausalMask(const Launch &launch, Dt dt, const void *x,
                              void *y, int64_t matrices, int64_t t,

@@ -111,6 +111,10 @@ bool buildCase(OpKind kind, OpCase &c) {
   case OpKind::Layernorm:
     result = c.op(kind, {c.x("x", {2, 3, 8}), c.x("g", {8}), c.x("b", {8})});
     break;
+  case OpKind::Rmsnorm:
+    result = c.op(kind, {c.x("x", {2, 3, 8}), c.x("g", {8})});
+    break;
+  case OpKind::RmsnormGradX:
   case OpKind::LayernormGradX:
     result =
         c.op(kind, {c.x("dy", {2, 3, 8}), c.x("x", {2, 3, 8}), c.x("g", {8})});

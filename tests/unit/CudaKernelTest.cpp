@@ -99,6 +99,10 @@ bool buildCases(OpKind kind, Case &c) {
     c.out("y",
           c.op(kind, {c.x("x", {2, 3, 77}), c.x("g", {77}), c.x("b", {77})}));
     break;
+  case OpKind::Rmsnorm:
+    c.out("y", c.op(kind, {c.x("x", {2, 3, 77}), c.x("g", {77})}));
+    break;
+  case OpKind::RmsnormGradX:
   case OpKind::LayernormGradX:
     c.out("dx", c.op(kind, {c.x("dy", {2, 3, 77}), c.x("x", {2, 3, 77}),
                             c.x("g", {77})}));

@@ -134,6 +134,13 @@ const std::vector<std::pair<std::string, Builder>> &allCases() {
              {c.param("x", {5}), c.param("gamma", {5}), c.param("beta", {5})},
              {{"eps", 1e-3}}));
        }},
+      {"rmsnorm",
+       [](GradCase &c) {
+         c.finish(
+             c.op(OpKind::Rmsnorm,
+                  {c.param("x", {2, 3, 4}), c.param("gamma", {4}, 0.5, 1.5)},
+                  {{"eps", 1e-5}}));
+       }},
       {"matmul",
        [](GradCase &c) {
          c.finish(c.op(OpKind::Matmul,

@@ -197,6 +197,17 @@ TEST_CASE("interp: layernorm") {
              {-2 * s0 + 1, 3 * s0 - 1, -2 * s1 + 1, 3 * s1 - 1});
 }
 
+TEST_CASE("interp: rmsnorm") {
+  InterpFixture f;
+  Value *x = f.input("x", f64({2, 2}), {3, 4, -1, 1});
+  Value *g = f.input("g", f64({2}), {2, 0.5});
+  double eps = 1e-5;
+  // Row 0: mean of squares 12.5; row 1: 1.
+  double s0 = 1 / std::sqrt(12.5 + eps), s1 = 1 / std::sqrt(1 + eps);
+  checkClose(f.eval(f.op(OpKind::Rmsnorm, {x, g}, {{"eps", eps}})).data,
+             {6 * s0, 2 * s0, -2 * s1, 0.5 * s1});
+}
+
 TEST_CASE("interp: matmul, shared and batched right operand") {
   InterpFixture f;
   Value *a = f.input("a", f64({2, 3}), {1, 2, 3, 4, 5, 6});
@@ -383,6 +394,17 @@ TEST_CASE("interp: every op kind is evaluated") {
          return f.op(OpKind::Layernorm, {f.randomInput("x", {2, 3}, 1),
                                          f.randomInput("g", {3}, 2),
                                          f.randomInput("b", {3}, 3)});
+       }},
+      {OpKind::Rmsnorm,
+       [](InterpFixture &f) {
+         return f.op(OpKind::Rmsnorm, {f.randomInput("x", {2, 3}, 1),
+                                       f.randomInput("g", {3}, 2)});
+       }},
+      {OpKind::RmsnormGradX,
+       [](InterpFixture &f) {
+         return f.op(OpKind::RmsnormGradX, {f.randomInput("dy", {2, 3}, 1),
+                                            f.randomInput("x", {2, 3}, 2),
+                                            f.randomInput("g", {3}, 3)});
        }},
       {OpKind::Matmul,
        [](InterpFixture &f) {

@@ -212,6 +212,13 @@ std::vector<CaseDef> caseDefs() {
     c.make(OpKind::Layernorm, {c.rand({4, 5, 6}), c.rand({6}), c.rand({6})},
            {{"eps", 1e-5}});
   });
+  add("rmsnorm", [](Case &c) {
+    c.make(OpKind::Rmsnorm, {c.rand({4, 5, 6}), c.rand({6})}, {{"eps", 1e-5}});
+  });
+  add("rmsnorm_grad_x", [](Case &c) {
+    c.make(OpKind::RmsnormGradX, {c.rand({5, 6}), c.rand({5, 6}), c.rand({6})},
+           {{"eps", 1e-5}});
+  });
   add("layernorm_grad_x", [](Case &c) {
     c.make(OpKind::LayernormGradX,
            {c.rand({5, 6}), c.rand({5, 6}), c.rand({6})}, {{"eps", 1e-5}});
