@@ -52,12 +52,10 @@ LogicalResult evalWhere(EvalContext &ctx) {
 
 LogicalResult evalIota(EvalContext &ctx) {
   const std::vector<int64_t> &shape = ctx.op.attrs().getInts("shape");
-  int64_t rank = static_cast<int64_t>(shape.size());
-  int64_t axis = *normalizeAxis(ctx.op.attrs().getInt("axis"), rank);
-  int64_t inner = 1;
-  for (int64_t d = axis + 1; d < rank; ++d)
-    inner *= shape[d];
-  int64_t size = shape[axis];
+  int64_t axis = *normalizeAxis(ctx.op.attrs().getInt("axis"),
+                                static_cast<int64_t>(shape.size()));
+  AxisSplit split = splitAtAxis(shape, axis);
+  int64_t inner = split.inner, size = split.dim;
   return eachElement(ctx, [&](size_t i) {
     return static_cast<double>((static_cast<int64_t>(i) / inner) % size);
   });

@@ -75,12 +75,10 @@ LogicalResult kernelWhere(const KernelArgs &args) {
 // -> out[shape]: each element's index along `axis`.
 LogicalResult kernelIota(const KernelArgs &args) {
   llvm::ArrayRef<int64_t> shape = args.out.shape();
-  int64_t rank = static_cast<int64_t>(shape.size());
-  int64_t axis = *ir::normalizeAxis(args.op.attrs().getInt("axis"), rank);
-  int64_t inner = 1;
-  for (int64_t d = axis + 1; d < rank; ++d)
-    inner *= shape[d];
-  int64_t size = shape[axis];
+  int64_t axis = *ir::normalizeAxis(args.op.attrs().getInt("axis"),
+                                    static_cast<int64_t>(shape.size()));
+  ir::AxisSplit split = ir::splitAtAxis(shape, axis);
+  int64_t inner = split.inner, size = split.dim;
   return visitDType(args.out.dtype(), [&]<typename S>() {
     using C = ComputeOf<S>;
     S *y = args.out.as<S>();
