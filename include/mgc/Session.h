@@ -196,6 +196,14 @@ struct PipelineReport {
   std::vector<double> bytesPerStep, waiting;
 };
 
+// What Session::initFrom took from a checkpoint, by tensor name (sorted).
+struct InitFromReport {
+  std::vector<std::string> loaded;  // parameters given the checkpoint's value
+  std::vector<std::string> fresh;   // parameters it lacks: initial values kept
+  std::vector<std::string> unused;  // its tensors the model has no use for
+  std::vector<std::string> skipped; // its optimizer state, not taken
+};
+
 struct DeviceCommunication {
   // The share of its steps' time that its compute queue waited on
   // communication: the exposed communication, what overlap did not hide.
@@ -286,6 +294,15 @@ public:
   // form, on any mesh or process count.
   Status saveCheckpoint(const std::string &path) const;
   Status loadCheckpoint(const std::string &path);
+  // Starts from another run's weights in a model that may have changed
+  // (fine-tuning, a new head), like torch's load_state_dict(strict=False):
+  // every parameter the checkpoint has by name takes its value, the others
+  // keep their values. The checkpoint's optimizer state, step counter and
+  // seed are not taken: a new session trains from step 0 with fresh
+  // optimizer state and its own seed. A parameter of another
+  // type, or a checkpoint sharing no parameter with the model, is an error
+  // and changes nothing.
+  Result<InitFromReport> initFrom(const std::string &path);
 
   // With a mesh shared among several processes: this process's rank and
   // the number of processes (0 and 1 otherwise).

@@ -3,7 +3,8 @@
 // processes one file of shards per rank and an index
 // (runtime/ShardedCheckpoint.h). Loading checks the whole checkpoint
 // against the model before anything changes, so a refused checkpoint leaves
-// the session as it was.
+// the session as it was. initFrom takes only the parameters, by name, into
+// a model that may differ from the one that saved them.
 #include "runtime/session/Guarded.h"
 #include "runtime/session/SessionImpl.h"
 
@@ -16,6 +17,7 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace mgc {
@@ -82,6 +84,25 @@ Status saveSharded(const Session::Impl &impl, const std::string &path) {
   return Status::ok();
 }
 
+llvm::Expected<runtime::Checkpoint> readCheckpoint(const std::string &path) {
+  return runtime::isShardIndex(path) ? runtime::loadShardedCheckpoint(path)
+                                     : runtime::loadCheckpoint(path);
+}
+
+// Replaces the session's persistent tensors named in `tensors` (all checked
+// against the model), keeping the others.
+Status
+replacePersistent(Session::Impl &impl,
+                  const std::map<std::string, runtime::Tensor> &tensors) {
+  DiagnosticCollector sync(&impl);
+  if (failed(session::syncHost(impl, sync.diag())))
+    return sync.status();
+  for (const auto &[name, t] : tensors)
+    impl.persistent.insert_or_assign(name, t);
+  session::hostChanged(impl);
+  return Status::ok();
+}
+
 } // namespace
 
 Status Session::saveCheckpoint(const std::string &path) const {
@@ -103,9 +124,7 @@ Status Session::saveCheckpoint(const std::string &path) const {
 
 Status Session::loadCheckpoint(const std::string &path) {
   return session::guarded("loading the checkpoint", [&]() -> Status {
-    auto loaded = runtime::isShardIndex(path)
-                      ? runtime::loadShardedCheckpoint(path)
-                      : runtime::loadCheckpoint(path);
+    auto loaded = readCheckpoint(path);
     if (!loaded)
       return Status::error("error: " + llvm::toString(loaded.takeError()));
     const runtime::Checkpoint &c = *loaded;
@@ -153,16 +172,57 @@ Status Session::loadCheckpoint(const std::string &path) {
             " but its metadata says step " + std::to_string(c.info.step));
     }
     // Optimizer state missing from the file (weights only) keeps its value.
-    DiagnosticCollector sync(impl_.get());
-    if (failed(session::syncHost(*impl_, sync.diag())))
-      return sync.status();
-    for (const auto &[name, t] : c.tensors)
-      impl_->persistent.insert_or_assign(name, t);
-    session::hostChanged(*impl_);
+    if (Status st = replacePersistent(*impl_, c.tensors); !st)
+      return st;
     // The run's seed travels with its checkpoints.
     if (!c.info.sourceHash.empty())
       impl_->seed = c.info.seed;
     return Status::ok();
+  });
+}
+
+Result<InitFromReport> Session::initFrom(const std::string &path) {
+  using R = Result<InitFromReport>;
+  return session::guarded("initialising from the checkpoint", [&]() -> R {
+    auto loaded = readCheckpoint(path);
+    if (!loaded)
+      return Status::error("error: " + llvm::toString(loaded.takeError()));
+    InitFromReport report;
+    std::map<std::string, runtime::Tensor> taken;
+    const ir::Graph &graph = impl_->main->graph();
+    for (auto &[name, t] : loaded->tensors) {
+      const ir::Value *v =
+          session::findArgument(*impl_, name, ir::ValueKind::Param);
+      if (!v) {
+        bool state =
+            llvm::StringRef(name).startswith(passes::kOptimizerStatePrefix);
+        (state ? report.skipped : report.unused).push_back(name);
+        continue;
+      }
+      if (t.type() != v->type()) {
+        DiagnosticCollector c(impl_.get());
+        c.diag().error(v->loc(), "cannot initialise parameter '" + name +
+                                     "' from '" + path + "': it is " +
+                                     t.type().str() + " there but " +
+                                     v->type().str() + " in the model");
+        return c.status();
+      }
+      report.loaded.push_back(name);
+      taken.emplace(name, std::move(t));
+    }
+    for (const auto &arg : graph.arguments())
+      if (arg->kind() == ir::ValueKind::Param && !taken.count(arg->name()))
+        report.fresh.push_back(arg->name());
+    if (report.loaded.empty())
+      return Status::error(
+          "error: cannot initialise from '" + path + "': none of its " +
+          std::to_string(loaded->tensors.size()) +
+          " tensors is a parameter of the model (parameters are matched by "
+          "their full name, as 'mgc run --save' writes them)");
+    if (Status st = replacePersistent(*impl_, taken); !st)
+      return st;
+    std::sort(report.fresh.begin(), report.fresh.end());
+    return report;
   });
 }
 

@@ -475,6 +475,88 @@ TEST_CASE("Session: checkpoints of another model are refused") {
   CHECK(s->stepCount() == 1);
 }
 
+TEST_CASE("Session: initFrom takes parameters by name into another model") {
+  TempDir dir("init-from");
+  SessionOptions o;
+  o.defines = mlpDefines();
+  o.seed = 3;
+  auto s = makeSession(sample("mlp.mg"), o);
+  feedBatch(*s, 0, 4);
+  REQUIRE(s->step());
+  REQUIRE(s->saveCheckpoint(dir.file("a.safetensors")));
+
+  // Another seed, wider hidden layers: w1, b1, w2, b2 and w3 change type,
+  // b3 keeps it. A change of type is an error, naming the first parameter
+  // in name order, that leaves the session as it was.
+  SessionOptions wide = o;
+  wide.seed = 5;
+  wide.defines["H"] = "20";
+  auto w = makeSession(sample("mlp.mg"), wide);
+  Tensor before = *w->parameter("b3");
+  auto refused = w->initFrom(dir.file("a.safetensors"));
+  REQUIRE(!refused);
+  CHECK(refused.status().message().find("parameter 'b1' from '") !=
+        std::string::npos);
+  CHECK(refused.status().message().find("f32[16] there but f32[20]") !=
+        std::string::npos);
+  CHECK(sameBytes(before, *w->parameter("b3")));
+
+  // A file with b3, a tensor of no use and optimizer state: b3 is loaded,
+  // the rest of the parameters keep the values of seed 5.
+  auto f32 = [](std::vector<int64_t> shape) {
+    return runtime::Tensor(ir::TensorType(ir::DType::F32, std::move(shape)));
+  };
+  runtime::TensorMap tensors;
+  tensors["b3"] = f32({4});
+  for (int64_t i = 0; i < 4; ++i)
+    tensors["b3"].set(i, 1.0 + i);
+  tensors["head.w"] = f32({3});
+  tensors["opt.m.b3"] = f32({4});
+  REQUIRE(!runtime::saveSafeTensors(dir.file("b.safetensors"), tensors, {}));
+  SessionOptions seed5 = o;
+  seed5.seed = 5;
+  auto fresh = makeSession(sample("mlp.mg"), seed5);
+  auto t = makeSession(sample("mlp.mg"), seed5);
+  auto report = t->initFrom(dir.file("b.safetensors"));
+  REQUIRE(report);
+  CHECK(report->loaded == std::vector<std::string>{"b3"});
+  CHECK(report->fresh ==
+        std::vector<std::string>{"b1", "b2", "w1", "w2", "w3"});
+  CHECK(report->unused == std::vector<std::string>{"head.w"});
+  CHECK(report->skipped == std::vector<std::string>{"opt.m.b3"});
+  CHECK(t->parameter("b3")->toFloats() ==
+        std::vector<float>{1.f, 2.f, 3.f, 4.f});
+  for (const char *name : {"w1", "b1", "w2", "w3"})
+    CHECK(sameBytes(*t->parameter(name), *fresh->parameter(name)));
+
+  // The trained model's whole state dict: every parameter, step 0, and a
+  // step from there trains as the saved session's next step would not
+  // (its optimizer state is fresh).
+  auto u = makeSession(sample("mlp.mg"), seed5);
+  auto all = u->initFrom(dir.file("a.safetensors"));
+  REQUIRE(all);
+  CHECK(all->loaded.size() == 6);
+  CHECK(all->fresh.empty());
+  CHECK(all->unused.empty());
+  CHECK(!all->skipped.empty());
+  CHECK(u->stepCount() == 0);
+  for (const char *name : {"w1", "b1", "w2", "b2", "w3", "b3"})
+    CHECK(sameBytes(*u->parameter(name), *s->parameter(name)));
+  feedBatch(*u, 1, 4);
+  REQUIRE(u->step());
+  CHECK(u->stepCount() == 1);
+
+  // A checkpoint with no parameter of the model, and a missing file.
+  runtime::TensorMap other;
+  other["v1"] = f32({2});
+  REQUIRE(!runtime::saveSafeTensors(dir.file("c.safetensors"), other, {}));
+  auto none = u->initFrom(dir.file("c.safetensors"));
+  REQUIRE(!none);
+  CHECK(none.status().message().find("none of its 1 tensors") !=
+        std::string::npos);
+  CHECK(!u->initFrom(dir.file("missing.safetensors")));
+}
+
 // Labels from a fixed random teacher (a linear map D -> C, argmax); the
 // student MLP learns it from fresh batches and is measured on held-out ones.
 TEST_CASE("Session: the MLP learns a teacher task") {

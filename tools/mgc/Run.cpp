@@ -4,6 +4,7 @@
 #include "tools/mgc/RunCheck.h"
 #include "tools/mgc/RunData.h"
 #include "tools/mgc/RunProgress.h"
+#include "tools/mgc/RunStart.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
@@ -158,8 +159,8 @@ const CommandSpec &runSpec() {
         "--token-dtype u16|i32]\n"
         "       [--lr X] [--optimizer sgd|adamw] [--save CKPT] "
         "[--save-every K]\n"
-        "       [--resume CKPT] [--log-json FILE] [--on-nonfinite stop|skip]\n"
-        "       [--find-nonfinite]\n"
+        "       [--resume CKPT | --init-from CKPT] [--log-json FILE]\n"
+        "       [--on-nonfinite stop|skip] [--find-nonfinite]\n"
         "       [--threads N] [--precision fp32|bf16]\n"
         "       [--mesh AXES | --devices N] [--zero STAGE] "
         "[--dp-weights W,...] [--bucket-mib MIB]\n"
@@ -178,7 +179,8 @@ const CommandSpec &runSpec() {
          true},
         {"--steps", "N",
          "train until step N, counted from the start of training (a "
-         "resumed run continues to N); default: the train section's steps"},
+         "resumed run continues to N; 0 with --save writes the initial "
+         "state); default: the train section's steps"},
         {"--seed", "S",
          "seed of the parameters and the data (default: train.seed, else 0)"},
         {"--data", "NAME=FILE",
@@ -212,6 +214,11 @@ const CommandSpec &runSpec() {
               "atomically"},
              {"--save-every", "K", "also write --save every K steps"},
              {"--resume", "CKPT", "continue from a checkpoint"},
+             {"--init-from", "CKPT",
+              "start from the parameters of a checkpoint, matched by name, "
+              "in a model that may have changed (fine-tuning, a new head): "
+              "reports what was loaded, what is new and what was unused; "
+              "optimizer state and the step are not taken"},
              {"--log-json", "FILE",
               "write one JSON object per step to FILE (null for a loss that "
               "is not finite)"},
@@ -340,13 +347,17 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
                       args->get("--warmup") + "'");
 
   int64_t steps = 0, saveEvery = 0, logEvery = 10, threads = 0, seed = 0;
-  if (args->has("--steps") && !parseInt(args->get("--steps"), 1, steps))
-    return usageError("--steps expects an integer >= 1, got '" +
+  if (args->has("--steps") && !parseInt(args->get("--steps"), 0, steps))
+    return usageError("--steps expects an integer >= 0, got '" +
                       args->get("--steps") + "'");
   if (args->has("--save-every") &&
       !parseInt(args->get("--save-every"), 1, saveEvery))
     return usageError("--save-every expects an integer >= 1, got '" +
                       args->get("--save-every") + "'");
+  if (args->has("--resume") && args->has("--init-from"))
+    return usageError("--resume and --init-from are alternatives: --resume "
+                      "continues a run (its optimizer state and step), "
+                      "--init-from starts a new one from its parameters");
   if (saveEvery && !args->has("--save"))
     return usageError("--save-every needs --save CKPT");
   if (args->has("--log-every") &&
@@ -446,7 +457,9 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
   // No output may overwrite an input, and the log or trace not the
   // checkpoint (--save may replace the checkpoint it resumed from: it is
   // written atomically, after the state was read).
-  std::vector<NamedPath> inputs{{"the model file", modelPath}};
+  std::vector<NamedPath> inputs{
+      {"the model file", modelPath},
+      {"the --init-from checkpoint", args->get("--init-from")}};
   for (const auto &a : data.arrays)
     inputs.push_back({"the data of --data " + a.input, a.path});
   inputs.push_back(
@@ -500,11 +513,13 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
   if (!session)
     return errorExit(session.status().message());
   Session &s = **session;
-  if (args->has("--resume")) {
-    Status st = s.loadCheckpoint(args->get("--resume"));
-    if (!st)
-      return errorExit(st.message());
-  }
+  // Rank 0 speaks for the job: progress, the summary and the JSON log.
+  bool speaker = s.rank() == 0;
+  llvm::raw_ostream &out = speaker ? llvm::outs() : llvm::nulls();
+  if (Status st = loadStartingPoint(s, args->get("--resume"),
+                                    args->get("--init-from"), &out);
+      !st)
+    return errorExit(st.message());
   std::unique_ptr<SingleDeviceCheck> check;
   if (args->has("--check-single")) {
     bool bf16 = (options.precision.empty() ? facts.trainPrecision
@@ -519,11 +534,10 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
     if (!made)
       return errorExit(made.status().message());
     check = std::move(*made);
-    if (args->has("--resume")) {
-      Status st = check->reference().loadCheckpoint(args->get("--resume"));
-      if (!st)
-        return errorExit(st.message());
-    }
+    if (Status st = loadStartingPoint(check->reference(), args->get("--resume"),
+                                      args->get("--init-from"), nullptr);
+        !st)
+      return errorExit(st.message());
   }
   int64_t firstStep = s.stepCount();
   if (args->has("--resume")) {
@@ -570,9 +584,6 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
     return errorExit(st.message() + "; " + left);
   };
 
-  // Rank 0 speaks for the job: progress, the summary and the JSON log.
-  bool speaker = s.rank() == 0;
-  llvm::raw_ostream &out = speaker ? llvm::outs() : llvm::nulls();
   // Under a launcher each rank's stdout is a pseudo-terminal that mpirun
   // forwards, whatever mpirun's own stdout is: print plain lines.
   bool terminal =
@@ -588,8 +599,17 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
       return errorExit(err);
   }
   if (firstStep >= steps) {
-    out << "already at step " << firstStep << " of " << steps
-        << "; nothing to do\n";
+    // `--steps 0 --save` writes the initial state (and a resumed run past
+    // its end a copy of the checkpoint's).
+    std::string where = "already at step " + std::to_string(firstStep) +
+                        " of " + std::to_string(steps);
+    if (savePath.empty()) {
+      out << where << "; nothing to do\n";
+      return kSuccess;
+    }
+    if (int rc = save())
+      return rc;
+    out << where << "; saved step " << firstStep << " to " << savePath << "\n";
     return kSuccess;
   }
   out << "training " << modelPath << " from step " << firstStep << " to "
