@@ -41,6 +41,7 @@ static const Builtin kBuiltins[] = {
     {"log_softmax", OpKind::LogSoftmax, F::Generic, "x"},
     {"layernorm", OpKind::Layernorm, F::Generic, "x, gamma, beta"},
     {"rmsnorm", OpKind::Rmsnorm, F::Generic, "x, gamma"},
+    {"rope", OpKind::Rope, F::Generic, "x, pos"},
     // Linear algebra and lookups.
     {"matmul", OpKind::Matmul, F::Matmul, "a, b"},
     {"embedding", OpKind::Embedding, F::Generic, "table, ids"},

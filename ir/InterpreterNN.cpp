@@ -1,6 +1,7 @@
 // Evaluation of the neural-network ops: normalisations, matmul, embedding,
 // losses and attention.
 #include "ir/InterpreterKernels.h"
+#include "ir/ScalarMath.h"
 
 #include <cmath>
 #include <limits>
@@ -126,6 +127,28 @@ LogicalResult evalMatmul(EvalContext &ctx) {
     // its k terms in increasing order.
     for (int64_t i = 0; i < m; ++i)
       accumulateRows(pa + i * k, pb, pc + i * n, n, k);
+  }
+  return success();
+}
+
+// x[..., T, Dh], pos[T] -> [..., T, Dh]: each row's halves rotate by the
+// row's angles (ir/ScalarMath.h); inverse turns the other way.
+LogicalResult evalRope(EvalContext &ctx) {
+  const HostTensor &x = ctx.in(0), &pos = ctx.in(1);
+  double theta = ctx.op.attrs().getFloat("theta");
+  double turn = ctx.op.attrs().getBool("inverse") ? -1.0 : 1.0;
+  int64_t width = x.type.shape.back(), half = width / 2;
+  int64_t t = x.type.shape[x.type.rank() - 2];
+  int64_t rows = width == 0 ? 0 : x.type.size() / width;
+  for (int64_t r = 0; r < rows; ++r) {
+    const double *in = x.data.data() + r * width;
+    double *out = ctx.result.data.data() + r * width;
+    for (int64_t i = 0; i < half; ++i) {
+      double a = scalar::ropeAngle(pos.data[r % t], i, half, theta);
+      double c = std::cos(a), s = turn * std::sin(a);
+      out[i] = in[i] * c - in[i + half] * s;
+      out[i + half] = in[i + half] * c + in[i] * s;
+    }
   }
   return success();
 }

@@ -36,6 +36,16 @@ template <typename C> C sigmoidGrad(C dy, C y) {
 }
 template <typename C> C tanhGrad(C dy, C y) { return C(dy * (C(1) - y * y)); }
 
+// The angle by which rope turns pair i of a row of 2 * half values at
+// `position`: position * theta^(-i / half), as LLaMA's inverse frequencies
+// 1 / theta^(2i / Dh). In double, so long contexts keep their digits; the
+// CUDA kernel computes the same expression in double.
+inline double ropeAngle(double position, long long i, long long half,
+                        double theta) {
+  return position *
+         std::pow(theta, -static_cast<double>(i) / static_cast<double>(half));
+}
+
 // The smaller / larger; NaN if either is NaN.
 template <bool IsMin, typename C> C pick(C a, C b) {
   if constexpr (!std::is_integral_v<C>)

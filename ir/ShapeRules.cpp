@@ -194,6 +194,28 @@ TypeOrError inferRmsnorm(const ShapeQuery &q) {
   return x;
 }
 
+TypeOrError inferRope(const ShapeQuery &q) {
+  const TensorType &x = q.operands[0], &pos = q.operands[1];
+  if (x.rank() < 2 || !isFloat(x.dtype))
+    return err("rope needs floating-point x[..., T, Dh] of rank at least 2, "
+               "got " +
+               x.str());
+  int64_t width = x.shape.back(), t = x.shape[x.rank() - 2];
+  if (width % 2 != 0)
+    return err("rope needs an even head width Dh to rotate in halves, got " +
+               x.str() + " (Dh = " + llvm::Twine(width) + ")");
+  if (!isInteger(pos.dtype) || pos.rank() != 1 || pos.shape[0] != t)
+    return err("rope of " + x.str() + " needs integer positions pos[" +
+               llvm::Twine(t) +
+               "] (one per row along the axis before the "
+               "last), got " +
+               pos.str());
+  if (!(q.attrs.getFloat("theta") > 0))
+    return err("rope theta must be positive, got " +
+               formatDouble(q.attrs.getFloat("theta")));
+  return x;
+}
+
 TypeOrError inferMatmul(const ShapeQuery &q) {
   const TensorType &a = q.operands[0], &b = q.operands[1];
   if (a.dtype != b.dtype)

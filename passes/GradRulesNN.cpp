@@ -88,6 +88,17 @@ void gradRmsnorm(GradContext &ctx, Grads grads) {
   }
 }
 
+// rope turns each pair of x by an angle: the transpose of a rotation turns
+// it back, so dx = rope(dy, pos) with inverse flipped. The integer positions
+// get nothing.
+void gradRope(GradContext &ctx, Grads grads) {
+  if (!ctx.needs(0))
+    return;
+  ir::Attrs back = ctx.attrs();
+  back.set("inverse", !back.getBool("inverse"));
+  grads[0] = ctx.create(OpKind::Rope, {ctx.dy(), ctx.x(1)}, back);
+}
+
 // y = a @ b: da = dy @ b^T; db = a^T @ dy, per batch when b is batched and
 // summed over the batch when b is shared ([K, N]): that sum is one matmul of
 // the flattened rows, a[B*M, K]^T @ dy[B*M, N].

@@ -361,6 +361,7 @@ constexpr RuleRow kRules[] = {
     {ir::OpKind::LogSoftmaxGrad, ruleAxisGrad},
     {ir::OpKind::LayernormGradX, ruleLayernormGradX},
     {ir::OpKind::Rmsnorm, ruleLayernorm},
+    {ir::OpKind::Rope, ruleRope},
     {ir::OpKind::RmsnormGradX, ruleLayernormGradX},
     {ir::OpKind::EmbeddingGrad, ruleEmbeddingGrad},
     {ir::OpKind::MaxGrad, ruleMaxGrad},

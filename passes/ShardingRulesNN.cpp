@@ -56,6 +56,15 @@ void ruleLayernorm(const ir::Op &op, const ir::MeshAxis &axis,
   }
 }
 
+// rope (x[..., T, Dh], pos[T]): any dimension but the head width splits; the
+// rows along T split with their positions (sequence parallel). Linear in x.
+void ruleRope(const ir::Op &op, const ir::MeshAxis &axis, Signatures &out) {
+  int64_t rows = op.operand(0)->type().rank() - 2;
+  for (int64_t d : leadingSplits(op.operand(0)->type(), 1, axis))
+    out.push_back(sig({S(d), d == rows ? S(0) : R()}, S(d)));
+  out.push_back(sig({P(), R()}, P()));
+}
+
 // layernorm_grad_x (dy, x, gamma): rows split; linear in dy.
 void ruleLayernormGradX(const ir::Op &op, const ir::MeshAxis &axis,
                         Signatures &out) {

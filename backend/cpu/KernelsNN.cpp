@@ -4,11 +4,13 @@
 // the storage type; each row is computed by one thread.
 #include "backend/cpu/Elem.h"
 #include "backend/cpu/Kernels.h"
+#include "ir/ScalarMath.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 namespace mgc::backend::cpu {
 
@@ -267,6 +269,45 @@ LogicalResult kernelLayernormGradX(const KernelArgs &args) {
 }
 LogicalResult kernelRmsnormGradX(const KernelArgs &args) {
   return normalizeRowsGradX(args, false);
+}
+
+// x[..., T, Dh], pos[T] -> y: the cosines and sines of the T x Dh/2 angles
+// once, in f64, then every row's halves rotated by its position's.
+LogicalResult kernelRope(const KernelArgs &args) {
+  int64_t width = args.out.shape().back(), half = width / 2;
+  int64_t t = args.out.shape()[args.out.type->rank() - 2];
+  int64_t rows = width == 0 ? 0 : args.out.size() / width;
+  double theta = args.op.attrs().getFloat("theta");
+  double turn = args.op.attrs().getBool("inverse") ? -1.0 : 1.0;
+  std::vector<double> cosines(static_cast<size_t>(t * half)),
+      sines(cosines.size());
+  for (int64_t p = 0; p < t; ++p)
+    for (int64_t i = 0; i < half; ++i) {
+      double a = ir::scalar::ropeAngle(
+          static_cast<double>(loadId(args.in[1].data, args.in[1].dtype(), p)),
+          i, half, theta);
+      cosines[p * half + i] = std::cos(a);
+      sines[p * half + i] = turn * std::sin(a);
+    }
+  return visitFloat(args.out.dtype(), [&]<typename S>() {
+    using E = Elem<S>;
+    using C = ComputeOf<S>;
+    const S *x = args.in[0].as<S>();
+    S *y = args.out.as<S>();
+    args.pool.parallelFor(rows, kRowGrain, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        const S *in = x + r * width;
+        S *out = y + r * width;
+        const double *c = &cosines[(r % t) * half], *s = &sines[(r % t) * half];
+        for (int64_t i = 0; i < half; ++i) {
+          double x1 = E::load(in[i]), x2 = E::load(in[i + half]);
+          out[i] = E::store(static_cast<C>(x1 * c[i] - x2 * s[i]));
+          out[i + half] = E::store(static_cast<C>(x2 * c[i] + x1 * s[i]));
+        }
+      }
+    });
+    return success();
+  });
 }
 
 // table[V, D], ids[P] (any shape) -> out[P, D]: row copies.

@@ -291,6 +291,17 @@ LogicalResult kMatmul(const CudaKernelArgs &args) {
 }
 
 // table[V, D], ids[P] -> out[P, D]
+// x[..., T, Dh], pos[T] -> y[..., T, Dh]
+LogicalResult kRope(const CudaKernelArgs &args) {
+  int64_t width = args.out.shape().back();
+  int64_t rows = width == 0 ? 0 : args.out.size() / width;
+  const DeviceTensor &pos = args.in[1];
+  return CHECKED(launchRope(
+      args.launch, toDt(args.out.dtype()), args.in[0].data, toDt(pos.dtype()),
+      pos.data, args.out.data, rows, pos.size(), width / 2,
+      args.op.attrs().getFloat("theta"), args.op.attrs().getBool("inverse")));
+}
+
 LogicalResult kEmbedding(const CudaKernelArgs &args) {
   const DeviceTensor &table = args.in[0], &ids = args.in[1];
   int64_t rows = table.shape()[0];
@@ -623,6 +634,8 @@ CudaKernelFn cudaKernelFor(ir::OpKind kind) {
     return kRmsnorm;
   case OpKind::RmsnormGradX:
     return kRmsnormGradX;
+  case OpKind::Rope:
+    return kRope;
   case OpKind::Matmul:
     return kMatmul;
   case OpKind::Embedding:

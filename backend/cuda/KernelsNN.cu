@@ -104,8 +104,8 @@ __global__ void layernormKernel(const S *x, const S *gamma, const S *beta, S *y,
 // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma.
 template <typename S>
 __global__ void layernormGradXKernel(const S *dy, const S *x, const S *gamma,
-                                     S *dx, int64_t rows, int64_t d,
-                                     double eps, bool centered) {
+                                     S *dx, int64_t rows, int64_t d, double eps,
+                                     bool centered) {
   using E = Elem<S>;
   using C = ComputeOf<S>;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -137,6 +137,27 @@ __global__ void causalMaskKernel(const S *x, S *y, int64_t n, int64_t t,
   MGC_GRID_STRIDE(i, n) {
     int64_t row = (i / t) % t, col = i % t;
     y[i] = col > row ? fill : x[i];
+  }
+}
+
+// One thread per pair (row r, i < half) of x[rows, 2 * half]: the angle
+// pos[r % t] * theta^(-i / half) in f64, as ir::scalar::ropeAngle on the CPU.
+template <typename S>
+__global__ void ropeKernel(const S *x, const void *pos, Dt posDt, S *y,
+                           int64_t rows, int64_t t, int64_t half, double theta,
+                           double turn) {
+  using E = Elem<S>;
+  using C = ComputeOf<S>;
+  MGC_GRID_STRIDE(k, rows * half) {
+    int64_t r = k / half, i = k % half;
+    double a = static_cast<double>(loadId(pos, posDt, r % t)) *
+               pow(theta, -static_cast<double>(i) / static_cast<double>(half));
+    double c = cos(a), s = turn * sin(a);
+    const S *in = x + r * 2 * half;
+    S *out = y + r * 2 * half;
+    double x1 = E::load(in[i]), x2 = E::load(in[i + half]);
+    out[i] = E::store(static_cast<C>(x1 * c - x2 * s));
+    out[i + half] = E::store(static_cast<C>(x2 * c + x1 * s));
   }
 }
 
@@ -382,6 +403,19 @@ cudaError_t launchCausalMask(const Launch &l, Dt dt, const void *x, void *y,
   return visitFloat(dt, [&]<typename S>() {
     causalMaskKernel<S><<<gridFor(n), kThreads, 0, l.stream>>>(
         static_cast<const S *>(x), static_cast<S *>(y), n, t, negInfinity);
+    return lastError();
+  });
+}
+
+cudaError_t launchRope(const Launch &l, Dt dt, const void *x, Dt posDt,
+                       const void *pos, void *y, int64_t rows, int64_t t,
+                       int64_t half, double theta, bool inverse) {
+  if (rows <= 0 || half <= 0)
+    return cudaSuccess;
+  return visitFloat(dt, [&]<typename S>() {
+    ropeKernel<S><<<gridFor(rows * half), kThreads, 0, l.stream>>>(
+        static_cast<const S *>(x), pos, posDt, static_cast<S *>(y), rows, t,
+        half, theta, inverse ? -1.0 : 1.0);
     return lastError();
   });
 }

@@ -213,6 +213,11 @@ struct IdPart {
   int64_t begin = 0, size = 0, whole = 0;
 };
 // table[part.size, d] -> out[count, d]
+// x[rows, 2 * half] with rows cycling through t positions pos[t] (i32 or
+// i64) -> y: rope's rotation, backwards with inverse.
+cudaError_t launchRope(const Launch &launch, Dt dt, const void *x, Dt posDt,
+                       const void *pos, void *y, int64_t rows, int64_t t,
+                       int64_t half, double theta, bool inverse);
 cudaError_t launchEmbedding(const Launch &launch, Dt idDt, const void *ids,
                             int64_t count, const void *table, IdPart part,
                             int64_t d, int elemBytes, void *out);

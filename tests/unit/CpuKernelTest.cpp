@@ -114,6 +114,10 @@ bool buildCase(OpKind kind, OpCase &c) {
   case OpKind::Rmsnorm:
     result = c.op(kind, {c.x("x", {2, 3, 8}), c.x("g", {8})});
     break;
+  case OpKind::Rope:
+    result = c.op(kind, {c.x("x", {2, 3, 5, 8}), c.ids("pos", {5})},
+                  {{"theta", 100.0}});
+    break;
   case OpKind::RmsnormGradX:
   case OpKind::LayernormGradX:
     result =

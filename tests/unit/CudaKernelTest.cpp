@@ -102,6 +102,11 @@ bool buildCases(OpKind kind, Case &c) {
   case OpKind::Rmsnorm:
     c.out("y", c.op(kind, {c.x("x", {2, 3, 77}), c.x("g", {77})}));
     break;
+  case OpKind::Rope:
+    c.out("y", c.op(kind, {c.x("x", {2, 3, 37, 66}), c.ids("pos", {37})}));
+    c.out("back", c.op(kind, {c.x("d", {5, 64}), c.ids("p", {5})},
+                       {{"theta", 500000.0}, {"inverse", true}}));
+    break;
   case OpKind::RmsnormGradX:
   case OpKind::LayernormGradX:
     c.out("dx", c.op(kind, {c.x("dy", {2, 3, 77}), c.x("x", {2, 3, 77}),

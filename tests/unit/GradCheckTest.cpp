@@ -141,6 +141,14 @@ const std::vector<std::pair<std::string, Builder>> &allCases() {
                   {c.param("x", {2, 3, 4}), c.param("gamma", {4}, 0.5, 1.5)},
                   {{"eps", 1e-5}}));
        }},
+      {"rope, and rope backwards",
+       [](GradCase &c) {
+         Value *pos = c.ints("pos", {3}, {0, 5, 2});
+         Value *x = c.param("x", {2, 3, 6});
+         Value *turned = c.op(OpKind::Rope, {x, pos}, {{"theta", 50.0}});
+         c.finish(c.op(OpKind::Rope, {c.op(OpKind::Mul, {turned, turned}), pos},
+                       {{"theta", 50.0}, {"inverse", true}}));
+       }},
       {"matmul",
        [](GradCase &c) {
          c.finish(c.op(OpKind::Matmul,

@@ -112,6 +112,8 @@ struct AllOpsModule {
     make(b, OpKind::SoftmaxGrad, {x, x}, {{"axis", int64_t(1)}});
     make(b, OpKind::LogSoftmaxGrad, {x, x}, {{"axis", int64_t(-1)}});
     make(b, OpKind::LayernormGradX, {x, x, gamma}, {{"eps", 1e-6}});
+    Value *pos = g.addInput("pos", TensorType(DType::I32, {3}));
+    make(b, OpKind::Rope, {x, pos}, {{"theta", 500.0}, {"inverse", true}});
     make(b, OpKind::EmbeddingGrad, {att, ids}, {{"rows", int64_t(10)}});
     Value *mx =
         make(b, OpKind::Max, {x},

@@ -208,6 +208,21 @@ TEST_CASE("interp: rmsnorm") {
              {6 * s0, 2 * s0, -2 * s1, 0.5 * s1});
 }
 
+TEST_CASE("interp: rope turns the halves of each row by its position") {
+  InterpFixture f;
+  // Dh = 4: pairs (x0, x2) and (x1, x3) turn by pos and pos / 100.
+  Value *x = f.input("x", f64({2, 4}), {1, 2, 3, 4, 1, 0, 0, 1});
+  Value *pos = f.input("pos", i32({2}), {0, 3});
+  HostTensor y = f.eval(f.op(OpKind::Rope, {x, pos}, {{"theta", 10000.0}}));
+  double c0 = std::cos(3.0), s0 = std::sin(3.0);
+  double c1 = std::cos(0.03), s1 = std::sin(0.03);
+  checkClose(y.data, {1, 2, 3, 4, c0, -s1, s0, c1});
+  // Backwards undoes it.
+  Value *back = f.op(OpKind::Rope, {f.op(OpKind::Rope, {x, pos}), pos},
+                     {{"inverse", true}});
+  checkClose(f.eval(back).data, {1, 2, 3, 4, 1, 0, 0, 1});
+}
+
 TEST_CASE("interp: matmul, shared and batched right operand") {
   InterpFixture f;
   Value *a = f.input("a", f64({2, 3}), {1, 2, 3, 4, 5, 6});
@@ -399,6 +414,11 @@ TEST_CASE("interp: every op kind is evaluated") {
        [](InterpFixture &f) {
          return f.op(OpKind::Rmsnorm, {f.randomInput("x", {2, 3}, 1),
                                        f.randomInput("g", {3}, 2)});
+       }},
+      {OpKind::Rope,
+       [](InterpFixture &f) {
+         return f.op(OpKind::Rope, {f.randomInput("x", {2, 3, 4}, 1),
+                                    f.input("pos", i32({3}), {2, 0, 1})});
        }},
       {OpKind::RmsnormGradX,
        [](InterpFixture &f) {

@@ -215,6 +215,10 @@ std::vector<CaseDef> caseDefs() {
   add("rmsnorm", [](Case &c) {
     c.make(OpKind::Rmsnorm, {c.rand({4, 5, 6}), c.rand({6})}, {{"eps", 1e-5}});
   });
+  add("rope", [](Case &c) {
+    c.make(OpKind::Rope, {c.rand({4, 2, 6, 8}), c.ids({6}, 40)},
+           {{"theta", 10000.0}});
+  });
   add("rmsnorm_grad_x", [](Case &c) {
     c.make(OpKind::RmsnormGradX, {c.rand({5, 6}), c.rand({5, 6}), c.rand({6})},
            {{"eps", 1e-5}});
