@@ -91,9 +91,8 @@ llvm::Expected<runtime::Checkpoint> readCheckpoint(const std::string &path) {
 
 // Replaces the session's persistent tensors named in `tensors` (all checked
 // against the model), keeping the others.
-Status
-replacePersistent(Session::Impl &impl,
-                  const std::map<std::string, runtime::Tensor> &tensors) {
+Status replacePersistent(Session::Impl &impl,
+                         const runtime::TensorMap &tensors) {
   DiagnosticCollector sync(&impl);
   if (failed(session::syncHost(impl, sync.diag())))
     return sync.status();
@@ -101,6 +100,17 @@ replacePersistent(Session::Impl &impl,
     impl.persistent.insert_or_assign(name, t);
   session::hostChanged(impl);
   return Status::ok();
+}
+
+// The model's parameters that `tensors` has no tensor for, in declaration
+// order: an error for a checkpoint to resume, new ones for initFrom.
+std::vector<std::string> paramsMissing(const Session::Impl &impl,
+                                       const runtime::TensorMap &tensors) {
+  std::vector<std::string> missing;
+  for (const auto &arg : impl.main->graph().arguments())
+    if (arg->kind() == ir::ValueKind::Param && !tensors.count(arg->name()))
+      missing.push_back(arg->name());
+  return missing;
 }
 
 } // namespace
@@ -152,9 +162,8 @@ Status Session::loadCheckpoint(const std::string &path) {
                       " in the checkpoint but " + v->type().str() +
                       " in the model");
     }
-    for (const auto &arg : impl_->main->graph().arguments())
-      if (arg->kind() == ir::ValueKind::Param && !c.tensors.count(arg->name()))
-        return refuse("it has no tensor for parameter '" + arg->name() + "'");
+    if (auto missing = paramsMissing(*impl_, c.tensors); !missing.empty())
+      return refuse("it has no tensor for parameter '" + missing.front() + "'");
     // The step counter is a whole number of steps, the one the metadata
     // names (a NaN would become step -2^63).
     if (auto it = c.tensors.find(passes::kStepStateName);
@@ -188,8 +197,7 @@ Result<InitFromReport> Session::initFrom(const std::string &path) {
     if (!loaded)
       return Status::error("error: " + llvm::toString(loaded.takeError()));
     InitFromReport report;
-    std::map<std::string, runtime::Tensor> taken;
-    const ir::Graph &graph = impl_->main->graph();
+    runtime::TensorMap taken;
     for (auto &[name, t] : loaded->tensors) {
       const ir::Value *v =
           session::findArgument(*impl_, name, ir::ValueKind::Param);
@@ -210,9 +218,7 @@ Result<InitFromReport> Session::initFrom(const std::string &path) {
       report.loaded.push_back(name);
       taken.emplace(name, std::move(t));
     }
-    for (const auto &arg : graph.arguments())
-      if (arg->kind() == ir::ValueKind::Param && !taken.count(arg->name()))
-        report.fresh.push_back(arg->name());
+    report.fresh = paramsMissing(*impl_, taken);
     if (report.loaded.empty())
       return Status::error(
           "error: cannot initialise from '" + path + "': none of its " +
