@@ -290,7 +290,6 @@ LogicalResult kMatmul(const CudaKernelArgs &args) {
                           args.workspace, args.launch.stream, args.diag);
 }
 
-// table[V, D], ids[P] -> out[P, D]
 // x[..., T, Dh], pos[T] -> y[..., T, Dh]
 LogicalResult kRope(const CudaKernelArgs &args) {
   int64_t width = args.out.shape().back();
@@ -302,6 +301,7 @@ LogicalResult kRope(const CudaKernelArgs &args) {
       args.op.attrs().getFloat("theta"), args.op.attrs().getBool("inverse")));
 }
 
+// table[V, D], ids[P] -> out[P, D]
 LogicalResult kEmbedding(const CudaKernelArgs &args) {
   const DeviceTensor &table = args.in[0], &ids = args.in[1];
   int64_t rows = table.shape()[0];
