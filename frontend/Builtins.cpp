@@ -61,8 +61,9 @@ static const Builtin kBuiltins[] = {
     {"mse", OpKind::Mse, F::Generic, "a, b"},
     // Attention.
     {"causal_mask", OpKind::CausalMask, F::Generic, "scores"},
-    {"causal_attention", OpKind::Attention, F::Generic, "q, k, v"},
-    {"attention", OpKind::Attention, F::Generic, "q, k, v"},
+    {"causal_attention", OpKind::Attention, F::Generic, "q, k, v[, mask]", 3,
+     4},
+    {"attention", OpKind::Attention, F::Generic, "q, k, v[, mask]", 3, 4},
 };
 
 const Builtin *lookupBuiltin(llvm::StringRef name) {

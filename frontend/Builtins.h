@@ -42,6 +42,10 @@ struct Builtin {
   BuiltinForm form;
   // The names of the tensor arguments, for messages and docs ("x, gamma").
   llvm::StringRef operands;
+  // A variadic op called with a fixed number of tensors, the last ones
+  // optional (attention's mask): at least minTensors, at most maxTensors.
+  // Both 0: the op's arity.
+  unsigned minTensors = 0, maxTensors = 0;
 };
 
 const Builtin *lookupBuiltin(llvm::StringRef name);

@@ -166,7 +166,9 @@ Val Lowerer::lowerBuiltinCall(const Expr &e, const Builtin &b, Frame &frame) {
   // Arguments are lowered first (their own errors come first), except the
   // names of element types, which are not values.
   const auto &specs = info.attrs;
-  size_t arity = info.arity < 0 ? 1 : size_t(info.arity);
+  size_t arity = b.maxTensors > 0 ? b.minTensors
+                 : info.arity < 0 ? 1
+                                  : size_t(info.arity);
   auto isStringAttr = [&](size_t i) {
     return b.form == BuiltinForm::Generic && i >= arity &&
            i - arity < specs.size() &&
@@ -204,6 +206,14 @@ Val Lowerer::lowerBuiltinCall(const Expr &e, const Builtin &b, Frame &frame) {
   }
   if (bad || aborted_)
     return Val::poison();
+  // Optional tensor arguments are the tensors given after the required
+  // ones; what follows them are attributes.
+  if (b.maxTensors > 0) {
+    arity = b.minTensors;
+    while (arity < b.maxTensors && arity < pos.size() &&
+           pos[arity].kind == Val::Tensor)
+      ++arity;
+  }
   if (b.form == BuiltinForm::Select)
     return lowerSelect(e, std::move(pos), frame);
 

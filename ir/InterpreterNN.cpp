@@ -1,5 +1,5 @@
 // Evaluation of the neural-network ops: normalisations, matmul, embedding,
-// losses and attention.
+// losses (attention is in InterpreterAttention.cpp).
 #include "ir/InterpreterKernels.h"
 #include "ir/ScalarMath.h"
 
@@ -200,41 +200,6 @@ LogicalResult evalCausalMask(EvalContext &ctx) {
   const HostTensor &x = ctx.in(0);
   ctx.result.data = x.data;
   fillAboveDiagonal(ctx.result.data, x.type.shape.back(), -kInf);
-  return success();
-}
-
-// q, k, v[..., T, Dh] -> softmax(causal_mask(q k^T / sqrt(Dh))) v. Masked
-// entries contribute exp(-inf) = 0, so only columns j <= i are visited.
-LogicalResult evalAttention(EvalContext &ctx) {
-  const HostTensor &q = ctx.in(0), &k = ctx.in(1), &v = ctx.in(2);
-  int64_t t = q.type.shape[q.type.rank() - 2];
-  int64_t dh = q.type.shape[q.type.rank() - 1];
-  if (t == 0 || dh == 0) // nothing to compute: the output is empty
-    return success();
-  int64_t heads = q.type.size() / (t * dh);
-  double scale = 1.0 / std::sqrt(static_cast<double>(dh));
-  std::vector<double> scores(static_cast<size_t>(t));
-  for (int64_t h = 0; h < heads; ++h) {
-    const double *pq = q.data.data() + h * t * dh;
-    const double *pk = k.data.data() + h * t * dh;
-    const double *pv = v.data.data() + h * t * dh;
-    double *out = ctx.result.data.data() + h * t * dh;
-    for (int64_t i = 0; i < t; ++i) {
-      for (int64_t j = 0; j <= i; ++j) {
-        double dot = 0;
-        for (int64_t e = 0; e < dh; ++e)
-          dot += pq[i * dh + e] * pk[j * dh + e];
-        scores[j] = dot * scale;
-      }
-      RowStats r = rowStats(scores.data(), i + 1, 1);
-      double *row = out + i * dh;
-      for (int64_t j = 0; j <= i; ++j) {
-        double p = std::exp(scores[j] - r.max) / r.sumExp;
-        for (int64_t e = 0; e < dh; ++e)
-          row[e] += p * pv[j * dh + e];
-      }
-    }
-  }
   return success();
 }
 

@@ -379,15 +379,4 @@ TypeOrError inferCausalMask(const ShapeQuery &q) {
   return requireFloat("causal_mask", x, "operand");
 }
 
-TypeOrError inferAttention(const ShapeQuery &q) {
-  const TensorType &qt = q.operands[0], &k = q.operands[1], &v = q.operands[2];
-  if (qt.rank() < 2 || !isFloat(qt.dtype))
-    return err("attention needs floating-point q of shape [..., T, Dh], got " +
-               qt.str());
-  if (k != qt || v != qt)
-    return err("attention needs q, k and v of one type, got " + qt.str() +
-               ", " + k.str() + ", " + v.str());
-  return qt;
-}
-
 } // namespace mgc::ir::rules

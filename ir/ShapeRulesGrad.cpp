@@ -119,23 +119,4 @@ TypeOrError inferCausalMaskGrad(const ShapeQuery &q) {
   return dy;
 }
 
-// attention_grad(q, k, v, y, dy [..., T, Dh]) -> [3, ..., T, Dh]: dq, dk and
-// dv stacked on a new leading axis (an op has one result).
-TypeOrError inferAttentionGrad(const ShapeQuery &q) {
-  const TensorType &qt = q.operands[0];
-  if (qt.rank() < 2 || !isFloat(qt.dtype))
-    return err(q.opName +
-               " needs floating-point q of shape [..., T, Dh], got " +
-               qt.str());
-  static const char *const kNames[] = {"q", "k", "v", "y", "dy"};
-  for (size_t i = 1; i < 5; ++i)
-    if (q.operands[i] != qt)
-      return err(q.opName + " needs q, k, v, y and dy of one type, got " +
-                 kNames[i] + " " + q.operands[i].str() + " beside q " +
-                 qt.str());
-  std::vector<int64_t> shape{3};
-  shape.insert(shape.end(), qt.shape.begin(), qt.shape.end());
-  return TensorType(qt.dtype, std::move(shape));
-}
-
 } // namespace mgc::ir::rules

@@ -128,6 +128,10 @@ LogicalResult differentiate(ir::Module &module, DiagnosticEngine &diag) {
                                op.name() + ": " + what);
       return failure();
     };
+    if (!ctx.unsupportedReason().empty()) {
+      diag.error(op.loc(), "autodiff: " + ctx.unsupportedReason());
+      return failure();
+    }
     if (ctx.failed())
       return internalError(ctx.error());
     for (unsigned i = 0; i < op.numOperands(); ++i) {

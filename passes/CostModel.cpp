@@ -43,11 +43,12 @@ WorkAmount opWork(const ir::Op &op) {
     break;
   }
   case ir::OpKind::Attention: {
-    // q [..., T, Dh]: T^2 Dh for the scores and as much for the values,
-    // half of each under the causal mask.
-    const ir::TensorType &q = op.operand(0)->type();
-    double t = q.rank() >= 2 ? static_cast<double>(q.shape[q.rank() - 2]) : 1;
-    w.flops = 2 * elements(q) * t;
+    // q [..., Tq, Dh], k [..., Tk, Dh]: Tq Tk Dh for the scores and as much
+    // for the values per head (half of each under a causal mask, which the
+    // estimate does not count).
+    const ir::TensorType &q = op.operand(0)->type(), &k = op.operand(1)->type();
+    double tk = k.rank() >= 2 ? static_cast<double>(k.shape[k.rank() - 2]) : 1;
+    w.flops = 2 * elements(q) * tk;
     break;
   }
   case ir::OpKind::Reshape:

@@ -44,8 +44,16 @@ public:
   // transpose(v) swapping the last two axes.
   ir::Value *swapLastTwo(ir::Value *v);
 
+  // Says that the gradient of an operand is not supported (the model's
+  // limit, not the rule's bug): autodiff reports it at the op.
+  void unsupported(std::string why) {
+    if (unsupported_.empty())
+      unsupported_ = std::move(why);
+  }
+
   bool failed() const { return !error_.empty(); }
   const std::string &error() const { return error_; }
+  const std::string &unsupportedReason() const { return unsupported_; }
 
 private:
   ir::Builder &builder_;
@@ -53,6 +61,7 @@ private:
   ir::Value *dy_;
   llvm::ArrayRef<bool> needed_;
   std::string error_;
+  std::string unsupported_;
 };
 
 // Sets grads[i] to the cotangent of operand i, of the operand's type, for

@@ -152,21 +152,52 @@ void gradCausalMask(GradContext &ctx, Grads grads) {
 
 // The fused attention differentiated by its fused backward, attention_grad
 // (FlashAttention-2's backward: the probabilities are recomputed from q and
-// k one tile at a time, never stored). Its result stacks dq, dk and dv on a
-// new leading axis; each needed gradient is one slice of it.
+// k one tile at a time, never stored). Its result holds, per query head, the
+// rows of dq, dk and dv; each needed gradient is a slice of it, and with
+// grouped-query attention a key/value head's gradient is the sum over the
+// query heads of its group (as FlashAttention-2 does it). The mask gets no
+// gradient: a learned bias would need the [Tq, Tk] scores' gradient, which
+// the fused op never forms.
 void gradAttention(GradContext &ctx, Grads grads) {
-  Value *q = ctx.x(0);
-  Value *stacked = ctx.create(OpKind::AttentionGrad,
-                              {q, ctx.x(1), ctx.x(2), ctx.y(), ctx.dy()});
-  const ir::TensorType &t = q->type();
-  std::vector<int64_t> shape(t.shape.begin(), t.shape.end());
-  for (int64_t i = 0; i < 3; ++i) {
-    if (!ctx.needs(static_cast<unsigned>(i)))
+  if (ctx.needs(3)) {
+    ctx.unsupported("the loss depends on a parameter through the mask of "
+                    "attention, and the mask gets no gradient (a learned "
+                    "bias on the scores needs attention written with matmul "
+                    "and softmax)");
+    return;
+  }
+  Value *q = ctx.x(0), *k = ctx.x(1);
+  std::vector<Value *> operands{q, k, ctx.x(2), ctx.y(), ctx.dy()};
+  if (ctx.op().numOperands() == 4)
+    operands.push_back(ctx.x(3));
+  Value *stacked =
+      ctx.create(OpKind::AttentionGrad, operands,
+                 {{"causal", ctx.attrs().getBool("causal")}});
+  const ir::TensorType &qt = q->type(), &kt = k->type();
+  int64_t r = qt.rank(), tq = qt.shape[r - 2], tk = kt.shape[r - 2];
+  auto rows = [&](int64_t start, int64_t end) {
+    return ctx.create(OpKind::Slice, {stacked},
+                      {{"axis", r - 2}, {"start", start}, {"end", end}});
+  };
+  if (ctx.needs(0))
+    grads[0] = rows(0, tq);
+  for (unsigned i = 1; i < 3; ++i) {
+    if (!ctx.needs(i))
       continue;
-    Value *part =
-        ctx.create(OpKind::Slice, {stacked},
-                   {{"axis", int64_t(0)}, {"start", i}, {"end", i + 1}});
-    grads[i] = ctx.create(OpKind::Reshape, {part}, {{"shape", shape}});
+    int64_t start = tq + (i - 1) * tk;
+    Value *perQueryHead = rows(start, start + tk);
+    if (r < 3 || qt.shape[r - 3] == kt.shape[r - 3]) {
+      grads[i] = perQueryHead;
+      continue;
+    }
+    // [..., Hkv * g, Tk, Dh] -> [..., Hkv, g, Tk, Dh], summed over g.
+    std::vector<int64_t> grouped(kt.shape.begin(), kt.shape.end());
+    grouped.insert(grouped.begin() + (r - 2), qt.shape[r - 3] / kt.shape[r - 3]);
+    Value *split = ctx.create(OpKind::Reshape, {perQueryHead},
+                              {{"shape", grouped}});
+    grads[i] = ctx.create(OpKind::Sum, {split},
+                          {{"axes", std::vector<int64_t>{r - 2}},
+                           {"keepdims", false}});
   }
 }
 

@@ -3,6 +3,10 @@
 // table is in ShardingRules.cpp.
 #include "passes/ShardingRulesImpl.h"
 
+#include "ir/AttentionShape.h"
+
+#include <vector>
+
 namespace mgc::passes::sharding {
 
 namespace {
@@ -170,22 +174,81 @@ void ruleCausalMaskGrad(const ir::Op &op, const ir::MeshAxis &axis,
   out.push_back(sig({P()}, P()));
 }
 
-// attention(q, k, v [..., T, Dh]): batches and heads split on all three.
-void ruleAttention(const ir::Op &op, const ir::MeshAxis &axis,
-                   Signatures &out) {
-  for (int64_t d : leadingSplits(op.type(), 2, axis))
-    out.push_back(sig({S(d), S(d), S(d)}, S(d)));
+namespace {
+
+// The placement of attention's mask when q's dimension d splits: the mask's
+// own dimension (aligned at the right) splits with it, unless the mask has
+// size 1 there (or lacks the dimension) and broadcasts, replicated.
+Placement maskPlacement(const ir::TensorType &q, const ir::TensorType &mask,
+                        int64_t d) {
+  int64_t dm = d - (q.rank() - mask.rank());
+  return dm >= 0 && mask.shape[dm] != 1 ? S(dm) : R();
 }
 
-// attention_grad(q, k, v, y, dy [..., T, Dh]) -> [3, ..., T, Dh]: as
-// attention, with the result's dimensions one further on (its leading axis
-// stacks dq, dk, dv). Linear in dy (through D = rowsum(dy * y) too), so a
-// partial dy with the rest replicated gives partial gradients.
+// The dimensions of q[L..., H, Tq, Dh] along which attention splits with k
+// and v[L..., Hkv, Tk, Dh] split alike: any leading dimension, and the
+// heads when every device's query heads are the groups of its key/value
+// heads (always when H = Hkv).
+llvm::SmallVector<int64_t, 4> attentionSplits(const ir::TensorType &q,
+                                              const ir::TensorType &k,
+                                              const ir::MeshAxis &axis) {
+  llvm::SmallVector<int64_t, 4> dims;
+  int64_t r = q.rank();
+  for (int64_t d : leadingSplits(q, 2, axis)) {
+    if (d == r - 3 && q.shape[d] != k.shape[d]) {
+      if (!splittable(k.shape[d], axis))
+        continue;
+      int64_t group = q.shape[d] / k.shape[d];
+      std::vector<int64_t> qs = ir::splitSizes(q.shape[d], axis);
+      std::vector<int64_t> ks = ir::splitSizes(k.shape[d], axis);
+      bool aligned = true;
+      for (size_t c = 0; c < qs.size(); ++c)
+        aligned &= qs[c] == group * ks[c];
+      if (!aligned)
+        continue;
+    }
+    dims.push_back(d);
+  }
+  return dims;
+}
+
+// The signature that splits q's dimension d in attention's operands (q, k,
+// v, then y and dy for attention_grad, then the mask if any).
+ShardingSignature attentionSplitSig(const ir::Op &op, int64_t d,
+                                    const ir::Value *mask, Placement result) {
+  ShardingSignature s = uniformSig(op, S(d), result);
+  if (mask)
+    s.operands.back() =
+        maskPlacement(op.operand(0)->type(), mask->type(), d);
+  return s;
+}
+
+} // namespace
+
+// attention(q, k, v[, mask]): batches and heads split on all of them (a
+// broadcast mask replicated); grouped key/value heads split with their
+// query heads.
+void ruleAttention(const ir::Op &op, const ir::MeshAxis &axis,
+                   Signatures &out) {
+  const ir::Value *mask = ir::attentionMask(op);
+  for (int64_t d : attentionSplits(op.operand(0)->type(),
+                                   op.operand(1)->type(), axis))
+    out.push_back(attentionSplitSig(op, d, mask, S(d)));
+}
+
+// attention_grad(q, k, v, y, dy[, mask]) -> [L..., H, Tq + 2 Tk, Dh]: as
+// attention (the result keeps q's leading dimensions). Linear in dy
+// (through D = rowsum(dy * y) too), so a partial dy with the rest
+// replicated gives partial gradients.
 void ruleAttentionGrad(const ir::Op &op, const ir::MeshAxis &axis,
                        Signatures &out) {
-  for (int64_t d : leadingSplits(op.operand(0)->type(), 2, axis))
-    out.push_back(sig({S(d), S(d), S(d), S(d), S(d)}, S(d + 1)));
-  out.push_back(sig({R(), R(), R(), R(), P()}, P()));
+  const ir::Value *mask = ir::attentionMask(op);
+  for (int64_t d : attentionSplits(op.operand(0)->type(),
+                                   op.operand(1)->type(), axis))
+    out.push_back(attentionSplitSig(op, d, mask, S(d)));
+  ShardingSignature partial = uniformSig(op, R(), P());
+  partial.operands[4] = P();
+  out.push_back(partial);
 }
 
 } // namespace mgc::passes::sharding

@@ -1,8 +1,11 @@
-// Causal attention and its fused backward. Neither kernel stores a [T, T]
+// Attention and its fused backward. Neither kernel stores a [Tq, Tk]
 // matrix: each task is one (head, row) and works through the row's scores
-// one at a time, recomputing a score where a second pass needs it.
+// one at a time, recomputing a score where a second pass needs it. Which
+// keys a query sees, which key/value head it reads and where its mask
+// entries are come from ir::AttentionDims, as in the interpreter.
 #include "backend/cpu/Elem.h"
 #include "backend/cpu/Kernels.h"
+#include "ir/AttentionShape.h"
 
 #include <algorithm>
 #include <cmath>
@@ -20,16 +23,6 @@ constexpr int64_t kBlock = 256;
 // Scores of one row kept on the stack between two passes over the row; a
 // longer row recomputes them.
 constexpr int64_t kRowCache = 1024;
-
-// q, k, v, y, dy[..., T, Dh] seen as heads of [T, Dh] matrices.
-struct Heads {
-  int64_t heads = 0, t = 0, dh = 0;
-  explicit Heads(const ir::TensorType &qt) {
-    t = qt.shape[qt.rank() - 2];
-    dh = qt.shape[qt.rank() - 1];
-    heads = t * dh == 0 ? 0 : qt.size() / (t * dh);
-  }
-};
 
 // a . b over n elements in the compute type C, in eight interleaved partial
 // sums (which the compiler can keep in vector registers) added in a fixed
@@ -56,51 +49,87 @@ void axpyRow(ComputeOf<S> *acc, ComputeOf<S> w, const S *row, int64_t n) {
     acc[x] += w * ComputeOf<S>(Elem<S>::load(row[x]));
 }
 
+// The operands of an attention or attention_grad op in storage type S, and
+// the scores s_ij = q_i . k_j / sqrt(Dh) + mask_ij in its compute type.
+template <typename S> struct Operands {
+  using C = ComputeOf<S>;
+  ir::AttentionDims d;
+  const S *q, *k, *v, *mask;
+  C scale;
+
+  Operands(const KernelArgs &args, unsigned maskAt)
+      : d(ir::attentionDims(args.op)), q(args.in[0].as<S>()),
+        k(args.in[1].as<S>()), v(args.in[2].as<S>()),
+        mask(d.masked ? args.in[maskAt].as<S>() : nullptr),
+        scale(C(1.0 / std::sqrt(static_cast<double>(d.dh)))) {}
+
+  const S *qRow(int64_t h, int64_t i) const {
+    return q + d.qRowOffset(h, i);
+  }
+  const S *kRow(int64_t h, int64_t j) const {
+    return k + d.kvRowOffset(h, j);
+  }
+  const S *vRow(int64_t h, int64_t j) const {
+    return v + d.kvRowOffset(h, j);
+  }
+  // The score of query row i (qi = qRow(h, i)) and key j of head h, whose
+  // mask entries start at maskBase.
+  C score(const S *qi, int64_t h, int64_t i, int64_t j,
+          int64_t maskBase) const {
+    C s = dotRow(qi, kRow(h, j), d.dh) * scale;
+    if (mask)
+      s += C(Elem<S>::load(mask[d.maskAt(maskBase, i, j)]));
+    return s;
+  }
+};
+
 } // namespace
 
-// q, k, v[H, T, Dh] (any leading axes) -> out[H, T, Dh]:
-// softmax(causal_mask(q k^T / sqrt(Dh))) v, one (head, query row) per task,
-// in f32 for f32, bf16 and f16 storage (f64 for f64). A first pass over
-// the visible keys finds the scores' maximum, keeping the scores of a row
-// of up to kRowCache keys on the stack (a longer row recomputes them); a
-// second accumulates exp(s - max) v in blocks of Dh on the stack, so the
-// kernel needs no scratch space.
+// q[H, Tq, Dh], k, v[Hkv, Tk, Dh] (any leading axes) -> out[H, Tq, Dh]:
+// softmax(s) v over the keys each row sees, one (head, query row) per task,
+// in f32 for f32, bf16 and f16 storage (f64 for f64). A first pass over the
+// visible keys finds the scores' maximum, keeping the scores of a row of up
+// to kRowCache keys on the stack (a longer row recomputes them); a second
+// accumulates exp(s - max) v in blocks of Dh on the stack, so the kernel
+// needs no scratch space. A row with no visible key, or all of whose
+// scores are -inf, is 0.
 LogicalResult kernelAttention(const KernelArgs &args) {
-  Heads hd(*args.in[0].type);
-  int64_t heads = hd.heads, t = hd.t, dh = hd.dh;
-  if (heads == 0)
-    return success();
   return visitFloat(args.out.dtype(), [&]<typename S>() {
     using E = Elem<S>;
     using C = ComputeOf<S>;
-    const S *q = args.in[0].as<S>(), *k = args.in[1].as<S>(),
-            *v = args.in[2].as<S>();
+    Operands<S> a(args, 3);
+    const ir::AttentionDims &d = a.d;
+    int64_t dh = d.dh;
     S *out = args.out.as<S>();
-    C scale = C(1.0 / std::sqrt(static_cast<double>(dh)));
-    args.pool.parallelFor(heads * t, kRowGrain, [&](int64_t b, int64_t e) {
+    args.pool.parallelFor(d.heads * d.tq, kRowGrain, [&](int64_t b,
+                                                          int64_t e) {
       C acc[kBlock], scores[kRowCache];
       for (int64_t task = b; task < e; ++task) {
-        int64_t h = task / t, i = task % t;
-        const S *qi = q + task * dh;
-        const S *kh = k + h * t * dh, *vh = v + h * t * dh;
-        bool cached = i < kRowCache;
+        int64_t h = task / d.tq, i = task % d.tq;
+        const S *qi = a.qRow(h, i);
+        int64_t end = d.keyEnd(i), base = d.masked ? d.maskBase(h) : 0;
+        bool cached = end <= kRowCache;
         C m = -C(kInf);
-        for (int64_t j = 0; j <= i; ++j) {
-          C s = dotRow(qi, kh + j * dh, dh) * scale;
+        for (int64_t j = 0; j < end; ++j) {
+          C s = a.score(qi, h, i, j, base);
           if (cached)
             scores[j] = s;
           if (s > m || std::isnan(s))
             m = s;
         }
+        if (m == -C(kInf)) {
+          std::fill(out + task * dh, out + (task + 1) * dh, E::store(C(0)));
+          continue;
+        }
         for (int64_t x0 = 0; x0 < dh; x0 += kBlock) {
           int64_t n = std::min(dh, x0 + kBlock) - x0;
           std::fill(acc, acc + n, C(0));
           C sum = 0;
-          for (int64_t j = 0; j <= i; ++j) {
-            C s = cached ? scores[j] : dotRow(qi, kh + j * dh, dh) * scale;
+          for (int64_t j = 0; j < end; ++j) {
+            C s = cached ? scores[j] : a.score(qi, h, i, j, base);
             C p = std::exp(s - m);
             sum += p;
-            axpyRow(acc, p, vh + j * dh + x0, n);
+            axpyRow(acc, p, a.vRow(h, j) + x0, n);
           }
           for (int64_t x = 0; x < n; ++x)
             out[task * dh + x0 + x] = E::store(acc[x] / sum);
@@ -111,65 +140,64 @@ LogicalResult kernelAttention(const KernelArgs &args) {
   });
 }
 
-// The row statistics of attention_grad, two per (head, row): the
+// The row statistics of attention_grad, two per (query head, row): the
 // log-sum-exp of the row's scores and D = dy . y.
 uint64_t attentionGradScratchBytes(const ir::Op &op) {
-  Heads hd(op.operand(0)->type());
-  return static_cast<uint64_t>(hd.heads * hd.t) * 2 * sizeof(double);
+  ir::AttentionDims d = ir::attentionDims(op);
+  return static_cast<uint64_t>(d.heads * d.tq) * 2 * sizeof(double);
 }
 
-// q, k, v, y, dy[H, T, Dh] (any leading axes) -> [3, H, T, Dh] = dq, dk, dv.
-// FlashAttention-2's backward on rows instead of tiles, in two passes that
-// each own what they write (so no two tasks add into one row):
+// (q, k, v, y, dy[, mask]) -> [H, Tq + 2 Tk, Dh] (any leading axes): per
+// query head h, the rows of dq, then those of dk and dv that come through
+// h. FlashAttention-2's backward on rows instead of tiles, in two passes
+// that each own what they write (so no two tasks add into one row):
 //  1. per (head, query row i): lse_i = log sum_j exp(s_ij) and
 //     D_i = dy_i . y_i into the scratch space, then
-//     dq_i = sum_{j <= i} ds_ij k_j, with p_ij = exp(s_ij - lse_i),
+//     dq_i = sum_j ds_ij k_j, with p_ij = exp(s_ij - lse_i),
 //     ds_ij = p_ij (dy_i . v_j - D_i) / sqrt(Dh);
-//  2. per (head, key row j), from the statistics of every row i >= j:
-//     dk_j = sum_{i >= j} ds_ij q_i and dv_j = sum_{i >= j} p_ij dy_i.
+//  2. per (head, key row j), from the statistics of every row i that sees
+//     j: dk_j = sum_i ds_ij q_i and dv_j = sum_i p_ij dy_i.
 // Scores and products are computed in f32 for f32, bf16 and f16 storage
-// (f64 for f64).
+// (f64 for f64). A row with no visible key (lse = -inf) adds nothing.
 LogicalResult kernelAttentionGrad(const KernelArgs &args) {
-  Heads hd(*args.in[0].type);
-  int64_t heads = hd.heads, t = hd.t, dh = hd.dh;
-  if (heads == 0)
-    return success();
   if (args.scratchBytes < attentionGradScratchBytes(args.op))
     return args.fail("attention_grad needs " +
                      std::to_string(attentionGradScratchBytes(args.op)) +
                      " bytes of scratch space, got " +
                      std::to_string(args.scratchBytes));
   double *stats = reinterpret_cast<double *>(args.scratch);
-  int64_t part = heads * t * dh; // elements of each of dq, dk, dv
   return visitFloat(args.out.dtype(), [&]<typename S>() {
     using E = Elem<S>;
     using C = ComputeOf<S>;
-    const S *q = args.in[0].as<S>(), *k = args.in[1].as<S>(),
-            *v = args.in[2].as<S>(), *y = args.in[3].as<S>(),
-            *dy = args.in[4].as<S>();
-    S *dq = args.out.as<S>(), *dk = dq + part, *dv = dq + 2 * part;
-    C scale = C(1.0 / std::sqrt(static_cast<double>(dh)));
+    Operands<S> a(args, 5);
+    const ir::AttentionDims &d = a.d;
+    int64_t dh = d.dh, rows = d.tq + 2 * d.tk;
+    const S *y = args.in[3].as<S>(), *dy = args.in[4].as<S>();
+    S *out = args.out.as<S>();
 
-    args.pool.parallelFor(heads * t, kRowGrain, [&](int64_t b, int64_t e) {
+    args.pool.parallelFor(d.heads * d.tq, kRowGrain, [&](int64_t b,
+                                                          int64_t e) {
       C acc[kBlock], scores[kRowCache];
       for (int64_t task = b; task < e; ++task) {
-        int64_t h = task / t, i = task % t;
-        const S *qi = q + task * dh, *dyi = dy + task * dh;
-        const S *kh = k + h * t * dh, *vh = v + h * t * dh;
-        bool cached = i < kRowCache;
+        int64_t h = task / d.tq, i = task % d.tq;
+        const S *qi = a.qRow(h, i), *dyi = dy + task * dh;
+        S *dq = out + (h * rows + i) * dh;
+        int64_t end = d.keyEnd(i), base = d.masked ? d.maskBase(h) : 0;
+        bool cached = end <= kRowCache;
         auto score = [&](int64_t j) {
-          return cached ? scores[j] : dotRow(qi, kh + j * dh, dh) * scale;
+          return cached ? scores[j] : a.score(qi, h, i, j, base);
         };
-        // Online log-sum-exp over the visible keys (one pass).
+        // Online log-sum-exp over the visible keys (one pass); keys with a
+        // score of -inf add nothing.
         C m = -C(kInf), sum = 0;
-        for (int64_t j = 0; j <= i; ++j) {
-          C s = dotRow(qi, kh + j * dh, dh) * scale;
+        for (int64_t j = 0; j < end; ++j) {
+          C s = a.score(qi, h, i, j, base);
           if (cached)
             scores[j] = s;
           if (s > m || std::isnan(s)) {
             sum = sum * std::exp(m - s) + C(1);
             m = s;
-          } else {
+          } else if (s != -C(kInf)) {
             sum += std::exp(s - m);
           }
         }
@@ -177,41 +205,51 @@ LogicalResult kernelAttentionGrad(const KernelArgs &args) {
         C dRow = dotRow(dyi, y + task * dh, dh);
         stats[2 * task] = lse;
         stats[2 * task + 1] = dRow;
+        if (lse == -C(kInf)) {
+          std::fill(dq, dq + dh, E::store(C(0)));
+          continue;
+        }
         for (int64_t x0 = 0; x0 < dh; x0 += kBlock) {
           int64_t n = std::min(dh, x0 + kBlock) - x0;
           std::fill(acc, acc + n, C(0));
-          for (int64_t j = 0; j <= i; ++j) {
+          for (int64_t j = 0; j < end; ++j) {
             C p = std::exp(score(j) - lse);
-            C ds = p * (dotRow(dyi, vh + j * dh, dh) - dRow) * scale;
-            axpyRow(acc, ds, kh + j * dh + x0, n);
+            C ds = p * (dotRow(dyi, a.vRow(h, j), dh) - dRow) * a.scale;
+            axpyRow(acc, ds, a.kRow(h, j) + x0, n);
           }
           for (int64_t x = 0; x < n; ++x)
-            dq[task * dh + x0 + x] = E::store(acc[x]);
+            dq[x0 + x] = E::store(acc[x]);
         }
       }
     });
 
-    args.pool.parallelFor(heads * t, kRowGrain, [&](int64_t b, int64_t e) {
+    args.pool.parallelFor(d.heads * d.tk, kRowGrain, [&](int64_t b,
+                                                          int64_t e) {
       C accK[kBlock], accV[kBlock];
       for (int64_t task = b; task < e; ++task) {
-        int64_t h = task / t, j = task % t;
-        const S *kj = k + task * dh, *vj = v + task * dh;
-        const S *qh = q + h * t * dh, *dyh = dy + h * t * dh;
-        const double *sh = stats + 2 * h * t;
+        int64_t h = task / d.tk, j = task % d.tk;
+        const S *vj = a.vRow(h, j);
+        S *dk = out + (h * rows + d.tq + j) * dh, *dv = dk + d.tk * dh;
+        const S *dyh = dy + h * d.tq * dh;
+        const double *sh = stats + 2 * h * d.tq;
+        int64_t base = d.masked ? d.maskBase(h) : 0;
         for (int64_t x0 = 0; x0 < dh; x0 += kBlock) {
           int64_t n = std::min(dh, x0 + kBlock) - x0;
           std::fill(accK, accK + n, C(0));
           std::fill(accV, accV + n, C(0));
-          for (int64_t i = j; i < t; ++i) {
+          for (int64_t i = d.rowBegin(j); i < d.tq; ++i) {
             C lse = C(sh[2 * i]), dRow = C(sh[2 * i + 1]);
-            C p = std::exp(dotRow(qh + i * dh, kj, dh) * scale - lse);
-            C ds = p * (dotRow(dyh + i * dh, vj, dh) - dRow) * scale;
-            axpyRow(accK, ds, qh + i * dh + x0, n);
+            if (lse == -C(kInf))
+              continue;
+            const S *qi = a.qRow(h, i);
+            C p = std::exp(a.score(qi, h, i, j, base) - lse);
+            C ds = p * (dotRow(dyh + i * dh, vj, dh) - dRow) * a.scale;
+            axpyRow(accK, ds, qi + x0, n);
             axpyRow(accV, p, dyh + i * dh + x0, n);
           }
           for (int64_t x = 0; x < n; ++x) {
-            dk[task * dh + x0 + x] = E::store(accK[x]);
-            dv[task * dh + x0 + x] = E::store(accV[x]);
+            dk[x0 + x] = E::store(accK[x]);
+            dv[x0 + x] = E::store(accV[x]);
           }
         }
       }

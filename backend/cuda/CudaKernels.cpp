@@ -6,6 +6,7 @@
 #include "backend/CollectivePlan.h"
 #include "backend/cuda/CudaCheck.h"
 #include "backend/cuda/CudaKernelSupport.h"
+#include "ir/AttentionShape.h"
 #include "ir/FusedExpr.h"
 #include "ir/Interpreter.h"
 #include "support/Random.h"
@@ -452,25 +453,23 @@ LogicalResult kCausalMaskGrad(const CudaKernelArgs &a) {
   return mask(a, false);
 }
 
-// q, k, v[..., T, Dh] -> out[..., T, Dh]
+// q[..., H, Tq, Dh], k, v[..., Hkv, Tk, Dh][, mask] -> out[..., H, Tq, Dh]
 LogicalResult kAttention(const CudaKernelArgs &args) {
-  const ir::TensorType &qt = *args.in[0].type;
-  int64_t t = qt.shape[qt.rank() - 2], dh = qt.shape[qt.rank() - 1];
-  int64_t heads = t * dh == 0 ? 0 : qt.size() / (t * dh);
-  return CHECKED(launchAttention(args.launch, toDt(args.out.dtype()),
+  ir::AttentionDims d = ir::attentionDims(args.op);
+  return CHECKED(launchAttention(args.launch, toDt(args.out.dtype()), d,
                                  args.in[0].data, args.in[1].data,
-                                 args.in[2].data, args.out.data, heads, t, dh));
+                                 args.in[2].data,
+                                 d.masked ? args.in[3].data : nullptr,
+                                 args.out.data));
 }
 
-// q, k, v, y, dy[..., T, Dh] -> [3, ..., T, Dh] = dq, dk, dv
+// q, k, v, y, dy[, mask] -> [..., H, Tq + 2 Tk, Dh]: dq, dk, dv per head
 LogicalResult kAttentionGrad(const CudaKernelArgs &args) {
-  const ir::TensorType &qt = *args.in[0].type;
-  int64_t t = qt.shape[qt.rank() - 2], dh = qt.shape[qt.rank() - 1];
-  int64_t heads = t * dh == 0 ? 0 : qt.size() / (t * dh);
+  ir::AttentionDims d = ir::attentionDims(args.op);
   return CHECKED(launchAttentionGrad(
-      args.launch, toDt(args.out.dtype()), args.in[0].data, args.in[1].data,
-      args.in[2].data, args.in[3].data, args.in[4].data, args.out.data,
-      args.scratch, heads, t, dh));
+      args.launch, toDt(args.out.dtype()), d, args.in[0].data,
+      args.in[1].data, args.in[2].data, args.in[3].data, args.in[4].data,
+      d.masked ? args.in[5].data : nullptr, args.out.data, args.scratch));
 }
 
 // operands broadcast to `shape` -> out[shape]: the expression, one thread
@@ -764,11 +763,8 @@ std::string cudaUnsupported(const ir::Op &op) {
 }
 
 uint64_t cudaScratchBytes(const ir::Op &op) {
-  if (op.kind() == OpKind::AttentionGrad) {
-    const ir::TensorType &qt = op.operand(0)->type();
-    int64_t t = qt.shape[qt.rank() - 2], dh = qt.shape.back();
-    return attentionGradScratch(t * dh == 0 ? 0 : qt.size() / (t * dh), t);
-  }
+  if (op.kind() == OpKind::AttentionGrad)
+    return attentionGradScratch(ir::attentionDims(op));
   if (op.kind() == OpKind::CrossEntropy)
     return static_cast<uint64_t>(op.operand(1)->type().size()) * sizeof(double);
   return collectiveScratchBytes(op);

@@ -1,11 +1,13 @@
-// Causal attention and its fused backward as flash-style tiled kernels
+// Attention and its fused backward as flash-style tiled kernels
 // (FlashAttention-2's algorithm on CUDA cores): no [T, T] matrix is ever
 // written to memory. Tiles of kTile query rows and kTile key rows are staged
 // in shared memory in the compute type (f32; f64 for f64 storage); a block
 // of 16 x 16 threads computes one kTile x kTile block of scores, each thread
 // two rows by two columns, and accumulates output rows of up to kMaxDh
 // columns in registers (two rows by kMaxDh / 16 columns per thread). Every
-// sum has a fixed order, so results are the same run to run.
+// sum has a fixed order, so results are the same run to run. Which keys a
+// query sees, which key/value head it reads and its mask entries come from
+// ir::AttentionDims, as on the CPU; a row that sees no key is 0.
 #include "backend/cuda/DeviceCommon.cuh"
 
 #include <cmath>
@@ -106,26 +108,54 @@ __device__ __forceinline__ void storeRows(S *out, const C (&acc)[kPer][kCols],
   }
 }
 
+// The score of query row `row` and key `col` of head h (mask entries from
+// maskBase), or -inf when the key is past the end, not visible or the row
+// is past the end; qi and kj are the rows in shared memory.
+template <typename S, typename C>
+__device__ inline C scoreAt(const ir::AttentionDims &d, const C *qi,
+                            const C *kj, const S *mask, int64_t maskBase,
+                            int64_t row, int64_t col, C scale) {
+  if (row >= d.tq || col >= d.tk || !d.visible(row, col))
+    return C(-INFINITY);
+  C s = dotRows(qi, kj, static_cast<int>(d.dh)) * scale;
+  if (mask)
+    s += C(Elem<S>::load(mask[d.maskAt(maskBase, row, col)]));
+  return s;
+}
+
+// exp(s - m) for a running maximum m that may still be -inf (no visible
+// key yet): 0 for s = -inf rather than NaN.
+template <typename C> __device__ inline C expFrom(C s, C m) {
+  return expC(s - (m == C(-INFINITY) ? C(0) : m));
+}
+
+// Keys [0, keyEnd) that any of query rows q0 .. q0 + kTile - 1 sees.
+__device__ inline int64_t tileKeyEnd(const ir::AttentionDims &d, int64_t q0) {
+  int64_t last = q0 + kTile < d.tq ? q0 + kTile - 1 : d.tq - 1;
+  return d.keyEnd(last);
+}
+
 // Forward: one block per (head, query tile), heavy tiles (near the end of
-// the sequence) first. For each key tile up to the diagonal: the scores,
-// the online softmax (running max m and sum l per row, the accumulated
-// output rescaled by exp(m_old - m_new)), then P V into registers.
-// Shared memory: q, k, v tiles and one score tile.
+// the sequence) first. For each key tile a row of the tile sees: the
+// scores, the online softmax (running max m and sum l per row, the
+// accumulated output rescaled by exp(m_old - m_new)), then P V into
+// registers. Shared memory: q, k, v tiles and one score tile.
 template <typename S, typename C>
 __global__ void __launch_bounds__(kBlock)
-    flashForward(const S *q, const S *k, const S *v, S *out, int64_t heads,
-                 int64_t t, int dh, C scale) {
+    flashForward(ir::AttentionDims d, const S *q, const S *k, const S *v,
+                 const S *mask, S *out, C scale) {
   extern __shared__ double smem[];
-  int ld = dh + 1;
+  int dh = static_cast<int>(d.dh), ld = dh + 1;
   C *sQ = reinterpret_cast<C *>(smem);
   C *sK = sQ + kTile * ld, *sV = sK + kTile * ld, *sP = sV + kTile * ld;
   int ty = threadIdx.x / kSide, tx = threadIdx.x % kSide;
-  int64_t tiles = (t + kTile - 1) / kTile;
-  for (int64_t task = blockIdx.x; task < heads * tiles; task += gridDim.x) {
+  int64_t tiles = (d.tq + kTile - 1) / kTile;
+  for (int64_t task = blockIdx.x; task < d.heads * tiles; task += gridDim.x) {
     int64_t h = task / tiles, q0 = (tiles - 1 - task % tiles) * kTile;
-    int64_t base = h * t * dh;
+    int64_t qBase = d.qRowOffset(h, 0), kvBase = d.kvRowOffset(h, 0);
+    int64_t maskBase = mask ? d.maskBase(h) : 0;
     __syncthreads(); // the previous task has read its tiles
-    loadTile(sQ, q + base, q0, t, dh);
+    loadTile(sQ, q + qBase, q0, d.tq, dh);
     C m[kPer], l[kPer], acc[kPer][kCols];
 #pragma unroll
     for (int i = 0; i < kPer; ++i) {
@@ -135,11 +165,11 @@ __global__ void __launch_bounds__(kBlock)
       for (int c = 0; c < kCols; ++c)
         acc[i][c] = 0;
     }
-    int64_t kEnd = q0 + kTile < t ? q0 + kTile : t;
+    int64_t kEnd = tileKeyEnd(d, q0);
     for (int64_t k0 = 0; k0 < kEnd; k0 += kTile) {
       __syncthreads(); // sK, sV and sP of the previous tile are consumed
-      loadTile(sK, k + base, k0, t, dh);
-      loadTile(sV, v + base, k0, t, dh);
+      loadTile(sK, k + kvBase, k0, d.tk, dh);
+      loadTile(sV, v + kvBase, k0, d.tk, dh);
       __syncthreads();
 #pragma unroll
       for (int i = 0; i < kPer; ++i) {
@@ -149,22 +179,19 @@ __global__ void __launch_bounds__(kBlock)
 #pragma unroll
         for (int j = 0; j < kPer; ++j) {
           int c = tx + j * kSide;
-          // Key k0 + c is visible to query q0 + r when not after it; key 0
-          // always is, so every row's max is finite after the first tile.
-          s[j] = k0 + c > q0 + r
-                     ? C(-INFINITY)
-                     : dotRows(sQ + r * ld, sK + c * ld, dh) * scale;
+          s[j] = scoreAt(d, sQ + r * ld, sK + c * ld, mask, maskBase, q0 + r,
+                         k0 + c, scale);
           tileMax = maxC(tileMax, s[j]);
         }
         C mNew = maxC(m[i], rowMax(tileMax));
         C sum = 0;
 #pragma unroll
         for (int j = 0; j < kPer; ++j) {
-          C p = expC(s[j] - mNew);
+          C p = expFrom(s[j], mNew);
           sP[r * kLdP + tx + j * kSide] = p;
           sum += p;
         }
-        C alpha = expC(m[i] - mNew); // 0 on the first tile (m = -inf)
+        C alpha = expFrom(m[i], mNew); // 0 while m = -inf
         l[i] = l[i] * alpha + rowSum(sum);
         m[i] = mNew;
 #pragma unroll
@@ -177,8 +204,8 @@ __global__ void __launch_bounds__(kBlock)
     C inv[kPer];
 #pragma unroll
     for (int i = 0; i < kPer; ++i)
-      inv[i] = C(1) / l[i];
-    storeRows(out + base, acc, inv, q0, t, dh, ty, tx);
+      inv[i] = l[i] > C(0) ? C(1) / l[i] : C(0);
+    storeRows(out + qBase, acc, inv, q0, d.tq, dh, ty, tx);
   }
 }
 
@@ -186,43 +213,46 @@ __global__ void __launch_bounds__(kBlock)
 // a pass over the key tiles for each row's log-sum-exp; both to `stats`
 // (two per row) for the second kernel; then a second pass for
 // dq_i = sum_j ds_ij k_j with p_ij = exp(s_ij - lse_i) and
-// ds_ij = p_ij (dy_i . v_j - D_i) * scale.
-// Shared memory: q, dy, k, v tiles and one tile of ds.
+// ds_ij = p_ij (dy_i . v_j - D_i) * scale. A row that sees no key has
+// lse = -inf and p = 0. Shared memory: q, dy, k, v tiles and one tile of ds.
 template <typename S, typename C>
 __global__ void __launch_bounds__(kBlock)
-    flashBackwardQ(const S *q, const S *k, const S *v, const S *y, const S *dy,
-                   S *dq, C *stats, int64_t heads, int64_t t, int dh, C scale) {
+    flashBackwardQ(ir::AttentionDims d, const S *q, const S *k, const S *v,
+                   const S *y, const S *dy, const S *mask, S *out, C *stats,
+                   C scale) {
   extern __shared__ double smem[];
-  int ld = dh + 1;
+  int dh = static_cast<int>(d.dh), ld = dh + 1;
+  int64_t rows = d.tq + 2 * d.tk; // rows of one head's result
   C *sQ = reinterpret_cast<C *>(smem);
   C *sDY = sQ + kTile * ld, *sK = sDY + kTile * ld, *sV = sK + kTile * ld;
   C *sS = sV + kTile * ld;
   int ty = threadIdx.x / kSide, tx = threadIdx.x % kSide;
-  int64_t tiles = (t + kTile - 1) / kTile;
-  for (int64_t task = blockIdx.x; task < heads * tiles; task += gridDim.x) {
+  int64_t tiles = (d.tq + kTile - 1) / kTile;
+  for (int64_t task = blockIdx.x; task < d.heads * tiles; task += gridDim.x) {
     int64_t h = task / tiles, q0 = (tiles - 1 - task % tiles) * kTile;
-    int64_t base = h * t * dh;
+    int64_t qBase = d.qRowOffset(h, 0), kvBase = d.kvRowOffset(h, 0);
+    int64_t maskBase = mask ? d.maskBase(h) : 0;
     __syncthreads(); // the previous task has read its tiles
-    loadTile(sQ, q + base, q0, t, dh);
-    loadTile(sDY, dy + base, q0, t, dh);
+    loadTile(sQ, q + qBase, q0, d.tq, dh);
+    loadTile(sDY, dy + qBase, q0, d.tq, dh);
     __syncthreads();
     C dRow[kPer], m[kPer], l[kPer], lse[kPer];
 #pragma unroll
     for (int i = 0; i < kPer; ++i) {
       int r = ty + i * kSide;
       C part = 0;
-      if (q0 + r < t)
+      if (q0 + r < d.tq)
         for (int x = tx; x < dh; x += kSide)
-          part +=
-              sDY[r * ld + x] * C(Elem<S>::load(y[base + (q0 + r) * dh + x]));
+          part += sDY[r * ld + x] *
+                  C(Elem<S>::load(y[qBase + (q0 + r) * d.dh + x]));
       dRow[i] = rowSum(part);
       m[i] = -INFINITY;
       l[i] = 0;
     }
-    int64_t kEnd = q0 + kTile < t ? q0 + kTile : t;
+    int64_t kEnd = tileKeyEnd(d, q0);
     for (int64_t k0 = 0; k0 < kEnd; k0 += kTile) {
       __syncthreads();
-      loadTile(sK, k + base, k0, t, dh);
+      loadTile(sK, k + kvBase, k0, d.tk, dh);
       __syncthreads();
 #pragma unroll
       for (int i = 0; i < kPer; ++i) {
@@ -232,27 +262,26 @@ __global__ void __launch_bounds__(kBlock)
 #pragma unroll
         for (int j = 0; j < kPer; ++j) {
           int c = tx + j * kSide;
-          s[j] = k0 + c > q0 + r
-                     ? C(-INFINITY)
-                     : dotRows(sQ + r * ld, sK + c * ld, dh) * scale;
+          s[j] = scoreAt(d, sQ + r * ld, sK + c * ld, mask, maskBase, q0 + r,
+                         k0 + c, scale);
           tileMax = maxC(tileMax, s[j]);
         }
         C mNew = maxC(m[i], rowMax(tileMax));
         C sum = 0;
 #pragma unroll
         for (int j = 0; j < kPer; ++j)
-          sum += expC(s[j] - mNew);
-        l[i] = l[i] * expC(m[i] - mNew) + rowSum(sum);
+          sum += expFrom(s[j], mNew);
+        l[i] = l[i] * expFrom(m[i], mNew) + rowSum(sum);
         m[i] = mNew;
       }
     }
 #pragma unroll
     for (int i = 0; i < kPer; ++i) {
-      lse[i] = m[i] + logC(l[i]);
+      lse[i] = l[i] > C(0) ? m[i] + logC(l[i]) : C(-INFINITY);
       int64_t r = q0 + ty + i * kSide;
-      if (tx == 0 && r < t) {
-        stats[2 * (h * t + r)] = lse[i];
-        stats[2 * (h * t + r) + 1] = dRow[i];
+      if (tx == 0 && r < d.tq) {
+        stats[2 * (h * d.tq + r)] = lse[i];
+        stats[2 * (h * d.tq + r) + 1] = dRow[i];
       }
     }
     C acc[kPer][kCols];
@@ -263,8 +292,8 @@ __global__ void __launch_bounds__(kBlock)
         acc[i][c] = 0;
     for (int64_t k0 = 0; k0 < kEnd; k0 += kTile) {
       __syncthreads(); // sK, sV and sS of the previous tile are consumed
-      loadTile(sK, k + base, k0, t, dh);
-      loadTile(sV, v + base, k0, t, dh);
+      loadTile(sK, k + kvBase, k0, d.tk, dh);
+      loadTile(sV, v + kvBase, k0, d.tk, dh);
       __syncthreads();
 #pragma unroll
       for (int i = 0; i < kPer; ++i) {
@@ -273,8 +302,10 @@ __global__ void __launch_bounds__(kBlock)
         for (int j = 0; j < kPer; ++j) {
           int c = tx + j * kSide;
           C ds = 0;
-          if (k0 + c <= q0 + r) {
-            C p = expC(dotRows(sQ + r * ld, sK + c * ld, dh) * scale - lse[i]);
+          C s = scoreAt(d, sQ + r * ld, sK + c * ld, mask, maskBase, q0 + r,
+                        k0 + c, scale);
+          if (s != C(-INFINITY) && lse[i] != C(-INFINITY)) {
+            C p = expC(s - lse[i]);
             ds = p * (dotRows(sDY + r * ld, sV + c * ld, dh) - dRow[i]) * scale;
           }
           sS[r * kLdP + c] = ds;
@@ -287,50 +318,54 @@ __global__ void __launch_bounds__(kBlock)
 #pragma unroll
     for (int i = 0; i < kPer; ++i)
       one[i] = 1;
-    storeRows(dq + base, acc, one, q0, t, dh, ty, tx);
+    storeRows(out + h * rows * d.dh, acc, one, q0, d.tq, dh, ty, tx);
   }
 }
 
-// Backward, second kernel: one block per (head, key tile), after the first.
-// For each query tile from the diagonal on, with the rows' lse and D from
-// `stats`: p and ds transposed into shared memory ([key][query]), then
-// dv_j += sum_i p_ij dy_i and dk_j += sum_i ds_ij q_i in registers.
-// Shared memory: k, v, q, dy tiles, the p and ds tiles, and the rows' lse
-// and D.
+// Backward, second kernel: one block per (query head, key tile), after the
+// first; each query head writes its own rows of dk and dv (the gradient
+// rule sums a key/value head's group). For each query tile that sees the
+// key tile, with the rows' lse and D from `stats`: p and ds transposed into
+// shared memory ([key][query]), then dv_j += sum_i p_ij dy_i and
+// dk_j += sum_i ds_ij q_i in registers. Shared memory: k, v, q, dy tiles,
+// the p and ds tiles, and the rows' lse and D.
 template <typename S, typename C>
 __global__ void __launch_bounds__(kBlock)
-    flashBackwardKV(const S *q, const S *k, const S *v, const S *dy, S *dk,
-                    S *dv, const C *stats, int64_t heads, int64_t t, int dh,
+    flashBackwardKV(ir::AttentionDims d, const S *q, const S *k, const S *v,
+                    const S *dy, const S *mask, S *out, const C *stats,
                     C scale) {
   extern __shared__ double smem[];
-  int ld = dh + 1;
+  int dh = static_cast<int>(d.dh), ld = dh + 1;
+  int64_t rows = d.tq + 2 * d.tk; // rows of one head's result
   C *sK = reinterpret_cast<C *>(smem);
   C *sV = sK + kTile * ld, *sQ = sV + kTile * ld, *sDY = sQ + kTile * ld;
   C *sP = sDY + kTile * ld, *sS = sP + kTile * kLdP;
   C *sLse = sS + kTile * kLdP, *sD = sLse + kTile;
   int ty = threadIdx.x / kSide, tx = threadIdx.x % kSide;
-  int64_t tiles = (t + kTile - 1) / kTile;
-  for (int64_t task = blockIdx.x; task < heads * tiles; task += gridDim.x) {
+  int64_t tiles = (d.tk + kTile - 1) / kTile;
+  for (int64_t task = blockIdx.x; task < d.heads * tiles; task += gridDim.x) {
     // Heavy tiles (near the start of the sequence) first.
     int64_t h = task / tiles, k0 = (task % tiles) * kTile;
-    int64_t base = h * t * dh;
+    int64_t qBase = d.qRowOffset(h, 0), kvBase = d.kvRowOffset(h, 0);
+    int64_t maskBase = mask ? d.maskBase(h) : 0;
     __syncthreads(); // the previous task has read its tiles
-    loadTile(sK, k + base, k0, t, dh);
-    loadTile(sV, v + base, k0, t, dh);
+    loadTile(sK, k + kvBase, k0, d.tk, dh);
+    loadTile(sV, v + kvBase, k0, d.tk, dh);
     C accK[kPer][kCols], accV[kPer][kCols];
 #pragma unroll
     for (int i = 0; i < kPer; ++i)
 #pragma unroll
       for (int c = 0; c < kCols; ++c)
         accK[i][c] = accV[i][c] = 0;
-    for (int64_t q0 = k0; q0 < t; q0 += kTile) {
+    int64_t qStart = d.rowBegin(k0) / kTile * kTile;
+    for (int64_t q0 = qStart; q0 < d.tq; q0 += kTile) {
       __syncthreads(); // sQ, sDY, sP, sS of the previous tile are consumed
-      loadTile(sQ, q + base, q0, t, dh);
-      loadTile(sDY, dy + base, q0, t, dh);
+      loadTile(sQ, q + qBase, q0, d.tq, dh);
+      loadTile(sDY, dy + qBase, q0, d.tq, dh);
       if (threadIdx.x < kTile) {
         int64_t r = q0 + threadIdx.x;
-        sLse[threadIdx.x] = r < t ? stats[2 * (h * t + r)] : C(0);
-        sD[threadIdx.x] = r < t ? stats[2 * (h * t + r) + 1] : C(0);
+        sLse[threadIdx.x] = r < d.tq ? stats[2 * (h * d.tq + r)] : C(0);
+        sD[threadIdx.x] = r < d.tq ? stats[2 * (h * d.tq + r) + 1] : C(0);
       }
       __syncthreads();
       // Thread (ty, tx) holds keys ty + 16 a and queries tx + 16 b.
@@ -341,8 +376,10 @@ __global__ void __launch_bounds__(kBlock)
         for (int b = 0; b < kPer; ++b) {
           int i = tx + b * kSide;
           C p = 0, ds = 0;
-          if (q0 + i < t && k0 + j <= q0 + i) {
-            p = expC(dotRows(sQ + i * ld, sK + j * ld, dh) * scale - sLse[i]);
+          C s = scoreAt(d, sQ + i * ld, sK + j * ld, mask, maskBase, q0 + i,
+                        k0 + j, scale);
+          if (s != C(-INFINITY) && sLse[i] != C(-INFINITY)) {
+            p = expC(s - sLse[i]);
             ds = p * (dotRows(sDY + i * ld, sV + j * ld, dh) - sD[i]) * scale;
           }
           sP[j * kLdP + i] = p;
@@ -357,8 +394,9 @@ __global__ void __launch_bounds__(kBlock)
 #pragma unroll
     for (int i = 0; i < kPer; ++i)
       one[i] = 1;
-    storeRows(dk + base, accK, one, k0, t, dh, ty, tx);
-    storeRows(dv + base, accV, one, k0, t, dh, ty, tx);
+    S *dk = out + (h * rows + d.tq) * d.dh, *dv = dk + d.tk * d.dh;
+    storeRows(dk, accK, one, k0, d.tk, dh, ty, tx);
+    storeRows(dv, accV, one, k0, d.tk, dh, ty, tx);
   }
 }
 
@@ -389,65 +427,72 @@ template <typename C> size_t backwardKVShared(int dh) {
 
 } // namespace
 
-cudaError_t launchAttention(const Launch &l, Dt dt, const void *q,
-                            const void *k, const void *v, void *out,
-                            int64_t heads, int64_t t, int64_t dh) {
-  if (heads <= 0 || t <= 0 || dh <= 0)
+cudaError_t launchAttention(const Launch &l, Dt dt,
+                            const ir::AttentionDims &d, const void *q,
+                            const void *k, const void *v, const void *mask,
+                            void *out) {
+  if (d.heads <= 0 || d.tq <= 0 || d.dh <= 0)
     return cudaSuccess;
-  if (dh > kMaxAttentionDh)
+  if (d.dh > kMaxAttentionDh)
     return cudaErrorInvalidValue;
-  int d = static_cast<int>(dh);
-  int64_t tasks = heads * ((t + kTile - 1) / kTile);
+  int64_t tasks = d.heads * ((d.tq + kTile - 1) / kTile);
   return visitFloat(dt, [&]<typename S>() {
     using C = Compute<S>;
-    size_t shared = forwardShared<C>(d);
+    size_t shared = forwardShared<C>(static_cast<int>(d.dh));
     if (cudaError_t e = allowShared(flashForward<S, C>, shared))
       return e;
     flashForward<S, C><<<blocksFor(tasks), kBlock, shared, l.stream>>>(
-        static_cast<const S *>(q), static_cast<const S *>(k),
-        static_cast<const S *>(v), static_cast<S *>(out), heads, t, d,
-        C(1.0 / std::sqrt(static_cast<double>(dh))));
+        d, static_cast<const S *>(q), static_cast<const S *>(k),
+        static_cast<const S *>(v), static_cast<const S *>(mask),
+        static_cast<S *>(out), C(1.0 / std::sqrt(static_cast<double>(d.dh))));
     return lastError();
   });
 }
 
-uint64_t attentionGradScratch(int64_t heads, int64_t t) {
-  return static_cast<uint64_t>(heads < 0 || t < 0 ? 0 : heads * t) * 2 *
-         sizeof(double);
+uint64_t attentionGradScratch(const ir::AttentionDims &d) {
+  return static_cast<uint64_t>(d.heads < 0 || d.tq < 0 ? 0 : d.heads * d.tq) *
+         2 * sizeof(double);
 }
 
-cudaError_t launchAttentionGrad(const Launch &l, Dt dt, const void *q,
+cudaError_t launchAttentionGrad(const Launch &l, Dt dt,
+                                const ir::AttentionDims &d, const void *q,
                                 const void *k, const void *v, const void *y,
-                                const void *dy, void *out, void *scratch,
-                                int64_t heads, int64_t t, int64_t dh) {
-  if (heads <= 0 || t <= 0 || dh <= 0)
+                                const void *dy, const void *mask, void *out,
+                                void *scratch) {
+  if (d.heads <= 0 || d.dh <= 0 || d.tq + d.tk <= 0)
     return cudaSuccess;
-  if (dh > kMaxAttentionDh || !scratch)
+  if (d.dh > kMaxAttentionDh || !scratch)
     return cudaErrorInvalidValue;
-  int d = static_cast<int>(dh);
-  int64_t tasks = heads * ((t + kTile - 1) / kTile);
-  int64_t part = heads * t * dh; // elements of each of dq, dk, dv
+  int dh = static_cast<int>(d.dh);
+  int64_t tasksQ = d.heads * ((d.tq + kTile - 1) / kTile);
+  int64_t tasksKV = d.heads * ((d.tk + kTile - 1) / kTile);
   return visitFloat(dt, [&]<typename S>() {
     using C = Compute<S>;
-    S *dq = static_cast<S *>(out);
+    const S *ms = static_cast<const S *>(mask);
     C *stats = static_cast<C *>(scratch);
-    C scale = C(1.0 / std::sqrt(static_cast<double>(dh)));
-    size_t sharedQ = backwardQShared<C>(d), sharedKV = backwardKVShared<C>(d);
+    C scale = C(1.0 / std::sqrt(static_cast<double>(d.dh)));
+    size_t sharedQ = backwardQShared<C>(dh), sharedKV = backwardKVShared<C>(dh);
     if (cudaError_t e = allowShared(flashBackwardQ<S, C>, sharedQ))
       return e;
     if (cudaError_t e = allowShared(flashBackwardKV<S, C>, sharedKV))
       return e;
-    flashBackwardQ<S, C><<<blocksFor(tasks), kBlock, sharedQ, l.stream>>>(
-        static_cast<const S *>(q), static_cast<const S *>(k),
-        static_cast<const S *>(v), static_cast<const S *>(y),
-        static_cast<const S *>(dy), dq, stats, heads, t, d, scale);
-    if (cudaError_t e = lastError())
-      return e;
-    flashBackwardKV<S, C><<<blocksFor(tasks), kBlock, sharedKV, l.stream>>>(
-        static_cast<const S *>(q), static_cast<const S *>(k),
-        static_cast<const S *>(v), static_cast<const S *>(dy), dq + part,
-        dq + 2 * part, stats, heads, t, d, scale);
-    return lastError();
+    if (tasksQ > 0) {
+      flashBackwardQ<S, C><<<blocksFor(tasksQ), kBlock, sharedQ, l.stream>>>(
+          d, static_cast<const S *>(q), static_cast<const S *>(k),
+          static_cast<const S *>(v), static_cast<const S *>(y),
+          static_cast<const S *>(dy), ms, static_cast<S *>(out), stats, scale);
+      if (cudaError_t e = lastError())
+        return e;
+    }
+    if (tasksKV > 0) {
+      flashBackwardKV<S, C>
+          <<<blocksFor(tasksKV), kBlock, sharedKV, l.stream>>>(
+              d, static_cast<const S *>(q), static_cast<const S *>(k),
+              static_cast<const S *>(v), static_cast<const S *>(dy), ms,
+              static_cast<S *>(out), stats, scale);
+      return lastError();
+    }
+    return cudaSuccess;
   });
 }
 

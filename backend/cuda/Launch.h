@@ -1,9 +1,12 @@
 // The kernel launchers of the CUDA backend: plain functions on device
 // pointers and sizes, one per kernel family, defined in the .cu files and
-// called by the op dispatch (CudaKernels.cpp). This header sees no IR, so
-// that nvcc compiles only the kernels; every launcher enqueues its work on
-// `Launch::stream` and returns the launch's error (never synchronises).
+// called by the op dispatch (CudaKernels.cpp). This header sees no IR but
+// the plain data of ir/AttentionDims.h, so that nvcc compiles only the
+// kernels; every launcher enqueues its work on `Launch::stream` and returns
+// the launch's error (never synchronises).
 #pragma once
+
+#include "ir/AttentionDims.h"
 
 #include <cuda_runtime_api.h>
 
@@ -251,22 +254,27 @@ cudaError_t launchCrossEntropyGrad(const Launch &launch, Dt dt, Dt idDt,
 cudaError_t launchMse(const Launch &launch, Dt dt, const void *a, const void *b,
                       int64_t n, void *out);
 
-// --- Flash-style attention (KernelsAttention.cu): any t, heads of at most
-// kMaxAttentionDh columns (a thread keeps its part of an output row in
-// registers).
+// --- Flash-style attention (KernelsAttention.cu): any lengths, heads of at
+// most kMaxAttentionDh columns (a thread keeps its part of an output row in
+// registers). `d` (ir/AttentionDims.h, plain data) says which keys a query
+// sees, which key/value head it reads and where its mask entries are;
+// `mask` is null when d.masked is false.
 constexpr int64_t kMaxAttentionDh = 128;
-// q, k, v[heads, t, dh] -> out[heads, t, dh].
-cudaError_t launchAttention(const Launch &launch, Dt dt, const void *q,
-                            const void *k, const void *v, void *out,
-                            int64_t heads, int64_t t, int64_t dh);
-// Scratch bytes of attention_grad: two statistics per (head, row).
-uint64_t attentionGradScratch(int64_t heads, int64_t t);
-// q, k, v, y, dy[heads, t, dh] -> out[3, heads, t, dh] = dq, dk, dv, with
-// `scratch` of attentionGradScratch(heads, t) bytes.
-cudaError_t launchAttentionGrad(const Launch &launch, Dt dt, const void *q,
+// q[heads, tq, dh], k, v[heads / group, tk, dh] -> out[heads, tq, dh].
+cudaError_t launchAttention(const Launch &launch, Dt dt,
+                            const ir::AttentionDims &d, const void *q,
+                            const void *k, const void *v, const void *mask,
+                            void *out);
+// Scratch bytes of attention_grad: two statistics per (query head, row).
+uint64_t attentionGradScratch(const ir::AttentionDims &d);
+// q, k, v, y, dy -> out[heads, tq + 2 tk, dh]: per query head, the rows of
+// dq, then that head's dk and dv; with `scratch` of attentionGradScratch(d)
+// bytes.
+cudaError_t launchAttentionGrad(const Launch &launch, Dt dt,
+                                const ir::AttentionDims &d, const void *q,
                                 const void *k, const void *v, const void *y,
-                                const void *dy, void *out, void *scratch,
-                                int64_t heads, int64_t t, int64_t dh);
+                                const void *dy, const void *mask, void *out,
+                                void *scratch);
 
 // --- The communicators' reductions (KernelsReduce.cu), as
 // backend/cpu/Reductions.h computes them, bit for bit: dst[i] = srcs[0][i]

@@ -26,29 +26,36 @@ using Ints = std::vector<int64_t>;
 
 ir::TypeOrError inferGrad(llvm::ArrayRef<TensorType> operands) {
   ir::Attrs attrs;
+  attrs.set("causal", true);
   ir::ShapeQuery q{"attention_grad", operands, attrs};
   return ir::opInfo(OpKind::AttentionGrad).shapeRule(q);
 }
 
-TEST_CASE("attention_grad: the result stacks dq, dk, dv on a new axis") {
+TEST_CASE("attention_grad: the result holds dq, dk, dv per query head") {
   TensorType t(DType::F32, {2, 3, 7, 5});
   ir::TypeOrError r = inferGrad({t, t, t, t, t});
   REQUIRE(r.ok());
-  CHECK(r.type() == TensorType(DType::F32, {3, 2, 3, 7, 5}));
+  CHECK(r.type() == TensorType(DType::F32, {2, 3, 21, 5}));
   TensorType one(DType::BF16, {1, 4});
   ir::TypeOrError r1 = inferGrad({one, one, one, one, one});
   REQUIRE(r1.ok());
-  CHECK(r1.type() == TensorType(DType::BF16, {3, 1, 4}));
+  CHECK(r1.type() == TensorType(DType::BF16, {3, 4}));
+  // Grouped-query cross attention: Tq = 7 query rows, Tk = 4 keys.
+  TensorType kv(DType::F32, {2, 1, 4, 5});
+  ir::TypeOrError cross = inferGrad({t, kv, kv, t, t});
+  REQUIRE(cross.ok());
+  CHECK(cross.type() == TensorType(DType::F32, {2, 3, 15, 5}));
 
   TensorType other(DType::F32, {2, 3, 6, 5});
   ir::TypeOrError bad = inferGrad({t, t, t, t, other});
   REQUIRE(!bad.ok());
-  CHECK(bad.message() == "attention_grad needs q, k, v, y and dy of one type, "
-                         "got dy f32[2, 3, 6, 5] beside q f32[2, 3, 7, 5]");
+  CHECK(bad.message() == "attention_grad needs dy of q's type, got "
+                         "f32[2, 3, 6, 5] beside q f32[2, 3, 7, 5]");
   TensorType half(DType::F64, {2, 3, 7, 5});
   ir::TypeOrError mixed = inferGrad({t, t, t, half, t});
   REQUIRE(!mixed.ok());
-  CHECK(mixed.message().find("got y f64[2, 3, 7, 5]") != std::string::npos);
+  CHECK(mixed.message().find("needs y of q's type, got f64[2, 3, 7, 5]") !=
+        std::string::npos);
   TensorType ints(DType::I32, {4, 2});
   ir::TypeOrError integer = inferGrad({ints, ints, ints, ints, ints});
   REQUIRE(!integer.ok());

@@ -4,6 +4,7 @@
 // for T in {1, 17, 64, 200, 1024} and Dh in {8, 64}, plus wider and odd
 // heads; the results are the same run to run. The device tests skip without
 // a device; the create-time limits are checked everywhere.
+#include "AttentionVariants.h"
 #include "CudaTestSupport.h"
 
 #include "ir/Builder.h"
@@ -74,6 +75,25 @@ TEST_CASE("cuda: flash attention in f64 computes in f64") {
   if (skipWithoutCuda())
     return;
   compareAttention(DType::F64, {2, 70, 16}, 1e-12);
+}
+
+// Grouped-query heads, differing lengths, no causal mask, broadcast masks
+// and rows that see no key (AttentionVariants.h), against the CPU kernels.
+TEST_CASE("cuda: attention variants match the CPU") {
+  if (skipWithoutCuda())
+    return;
+  for (DType f : {DType::F32, DType::BF16}) {
+    INFO(ir::dtypeName(f).str());
+    OpCase c(f);
+    attention::buildKernelCases(c);
+    ir::TensorMap args = attention::kernelArguments(c, freshSeed());
+    cpu::RunResult want = runCpu(c.module, args, 4);
+    cpu::RunResult got = runCuda(c.module, args);
+    for (const auto &[name, t] : want.outputs)
+      compareRelativeToLargest(got.outputs.at(name), t,
+                               f == DType::F32 ? 1e-5 : 1e-2,
+                               "output " + name);
+  }
 }
 
 // No device needed: what the backend refuses and the scratch it plans.

@@ -121,6 +121,9 @@ struct AllOpsModule {
     make(b, OpKind::MaxGrad, {mx, x, mx},
          {{"axes", std::vector<int64_t>{0, 2}}, {"keepdims", true}});
     make(b, OpKind::CausalMaskGrad, {scores});
+    make(b, OpKind::Attention, {x, x, x, scores}, {{"causal", false}});
+    make(b, OpKind::AttentionGrad, {x, x, x, x, x, scores},
+         {{"causal", false}});
     make(b, OpKind::CrossEntropyGrad, {loss, att, ids});
     // Tensor parallelism over a vocabulary.
     Value *rowMax =

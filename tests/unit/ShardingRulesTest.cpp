@@ -338,6 +338,30 @@ std::vector<CaseDef> caseDefs() {
            {c.rand({4, 3, 5, 2}), c.rand({4, 3, 5, 2}), c.rand({4, 3, 5, 2}),
             c.rand({4, 3, 5, 2}), c.rand({4, 3, 5, 2})});
   });
+  // Grouped-query cross attention with a padding mask over the keys, and
+  // causal attention with a mask per head (which splits with the heads).
+  add("attention grouped, cross, masked", [](Case &c) {
+    c.make(OpKind::Attention,
+           {c.rand({4, 4, 5, 2}), c.rand({4, 2, 3, 2}), c.rand({4, 2, 3, 2}),
+            c.rand({4, 1, 1, 3})},
+           {{"causal", false}});
+  });
+  add("attention causal, mask per head", [](Case &c) {
+    c.make(OpKind::Attention,
+           {c.rand({2, 4, 3, 2}), c.rand({2, 4, 5, 2}), c.rand({2, 4, 5, 2}),
+            c.rand({4, 3, 5})});
+  });
+  add("attention_grad grouped, cross, masked", [](Case &c) {
+    c.make(OpKind::AttentionGrad,
+           {c.rand({4, 4, 5, 2}), c.rand({4, 2, 3, 2}), c.rand({4, 2, 3, 2}),
+            c.rand({4, 4, 5, 2}), c.rand({4, 4, 5, 2}), c.rand({4, 1, 1, 3})},
+           {{"causal", false}});
+  });
+  add("attention_grad causal, mask per head", [](Case &c) {
+    c.make(OpKind::AttentionGrad,
+           {c.rand({2, 4, 3, 2}), c.rand({2, 4, 5, 2}), c.rand({2, 4, 5, 2}),
+            c.rand({2, 4, 3, 2}), c.rand({2, 4, 3, 2}), c.rand({4, 3, 5})});
+  });
   for (bool keep : {false, true})
     add(std::string("max_grad") + (keep ? " keepdims" : ""), [keep](Case &c) {
       Attrs attrs{{"axes", Ints{1}}, {"keepdims", keep}};

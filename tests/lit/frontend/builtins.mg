@@ -79,8 +79,8 @@ model builtins {
   output ce = cross_entropy(x, ids)
   output ms = mse(x, x)
   // CHECK-NEXT: causal_mask(%s) : f32[2, 2, 4, 4]
-  // CHECK-NEXT: attention(%s, %s, %s) : f32[2, 2, 4, 4]
-  // CHECK-NEXT: attention(%s, %s, %s) : f32[2, 2, 4, 4]
+  // CHECK-NEXT: attention(%s, %s, %s) {causal = true} : f32[2, 2, 4, 4]
+  // CHECK-NEXT: attention(%s, %s, %s) {causal = true} : f32[2, 2, 4, 4]
   output cm = causal_mask(s)
   output at = causal_attention(s, s, s)
   output at2 = attention(s, s, s)
