@@ -147,4 +147,14 @@ std::string formatHelp(const CommandSpec &spec) {
   return s;
 }
 
+bool splitBinding(const std::string &s, std::string &name,
+                  std::string &value) {
+  auto eq = s.find('=');
+  if (eq == std::string::npos || eq == 0)
+    return false;
+  name = s.substr(0, eq);
+  value = s.substr(eq + 1);
+  return true;
+}
+
 } // namespace mgc::cli

@@ -61,4 +61,8 @@ std::optional<ParsedArgs> parseArgs(const CommandSpec &spec,
 
 std::string formatHelp(const CommandSpec &spec);
 
+// Splits "NAME=VALUE" (-D, --data, --int-range) at its first '='; false
+// when there is none or the name is empty.
+bool splitBinding(const std::string &s, std::string &name, std::string &value);
+
 } // namespace mgc::cli

@@ -100,16 +100,6 @@ int usageError(const std::string &message) {
   return kUsageError;
 }
 
-// NAME=VALUE with a non-empty name.
-bool splitBinding(const std::string &s, std::string &name, std::string &value) {
-  auto eq = s.find('=');
-  if (eq == std::string::npos || eq == 0)
-    return false;
-  name = s.substr(0, eq);
-  value = s.substr(eq + 1);
-  return true;
-}
-
 bool parseInt(const std::string &s, int64_t min, int64_t &out) {
   long long v;
   if (llvm::StringRef(s).getAsInteger(10, v) || v < min)
@@ -238,38 +228,8 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
                       args->get("--check-tolerance") + "'");
 
   DataChoice data;
-  for (const std::string &binding : args->getAll("--data")) {
-    std::string name, path;
-    if (!splitBinding(binding, name, path) || path.empty())
-      return usageError("--data expects NAME=FILE, got '" + binding + "'");
-    data.arrays.push_back({name, path});
-  }
-  for (const std::string &binding : args->getAll("--int-range")) {
-    std::string name, value;
-    int64_t n = 0;
-    if (!splitBinding(binding, name, value) || !parseInt(value, 1, n))
-      return usageError("--int-range expects NAME=N with N >= 1, got '" +
-                        binding + "'");
-    data.intRange[name] = n;
-  }
-  int sources =
-      !data.arrays.empty() + args->has("--text") + args->has("--tokens");
-  if (sources > 1)
-    return usageError("--data, --text and --tokens are alternatives: give "
-                      "one of them");
-  if (args->has("--token-dtype") && !args->has("--tokens"))
-    return usageError("--token-dtype applies to --tokens");
-  if (args->has("--text"))
-    data.tokenFile = args->get("--text");
-  if (args->has("--tokens")) {
-    data.tokenFile = args->get("--tokens");
-    data.tokenText = false;
-    data.tokenI32 = args->get("--token-dtype", "u16") == "i32";
-  }
-  data.tokensInput = args->get("--tokens-input");
-  data.targetsInput = args->get("--targets-input");
-  data.positionsInput = args->get("--positions-input");
-  data.shuffle = !args->has("--no-shuffle");
+  if (std::string why = parseDataChoice(*args, data); !why.empty())
+    return usageError(why);
 
   // No output may overwrite an input, and the log or trace not the
   // checkpoint (--save may replace the checkpoint it resumed from: it is

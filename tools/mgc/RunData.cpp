@@ -255,4 +255,62 @@ llvm::Expected<DataSetup> makeDataSource(const std::vector<TensorInfo> &inputs,
   return setup;
 }
 
+std::vector<OptionSpec> dataOptions() {
+  return {
+      {"--data", "NAME=FILE",
+       "feed input NAME from the rows of a .npy file (every input needs "
+       "one)",
+       true},
+      {"--text", "FILE", "language-model data: any file, one token per byte"},
+      {"--tokens", "FILE",
+       "language-model data: a flat binary file of tokens"},
+      {"--token-dtype",
+       "TYPE",
+       "element type of --tokens (default u16)",
+       false,
+       {"u16", "i32"}},
+      {"--tokens-input", "NAME",
+       "input fed the tokens (default: tokens, else idx)"},
+      {"--targets-input", "NAME",
+       "input fed the next tokens (default: targets)"},
+      {"--positions-input", "NAME",
+       "input fed 0..T-1 (default: pos when the model has it; none: no "
+       "such input)"},
+  };
+}
+
+std::string parseDataChoice(const ParsedArgs &args, DataChoice &data) {
+  for (const std::string &binding : args.getAll("--data")) {
+    std::string name, path;
+    if (!splitBinding(binding, name, path) || path.empty())
+      return "--data expects NAME=FILE, got '" + binding + "'";
+    data.arrays.push_back({name, path});
+  }
+  for (const std::string &binding : args.getAll("--int-range")) {
+    std::string name, value;
+    long long n = 0;
+    if (!splitBinding(binding, name, value) ||
+        llvm::StringRef(value).getAsInteger(10, n) || n < 1)
+      return "--int-range expects NAME=N with N >= 1, got '" + binding + "'";
+    data.intRange[name] = n;
+  }
+  int sources = !data.arrays.empty() + args.has("--text") + args.has("--tokens");
+  if (sources > 1)
+    return "--data, --text and --tokens are alternatives: give one of them";
+  if (args.has("--token-dtype") && !args.has("--tokens"))
+    return "--token-dtype applies to --tokens";
+  if (args.has("--text"))
+    data.tokenFile = args.get("--text");
+  if (args.has("--tokens")) {
+    data.tokenFile = args.get("--tokens");
+    data.tokenText = false;
+    data.tokenI32 = args.get("--token-dtype", "u16") == "i32";
+  }
+  data.tokensInput = args.get("--tokens-input");
+  data.targetsInput = args.get("--targets-input");
+  data.positionsInput = args.get("--positions-input");
+  data.shuffle = !args.has("--no-shuffle");
+  return "";
+}
+
 } // namespace mgc::cli

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "runtime/DataArrays.h"
+#include "tools/mgc/Options.h"
 
 #include "mgc/Session.h"
 
@@ -51,6 +52,14 @@ struct DataChoice {
   uint64_t seed = 0;
   bool shuffle = true;
 };
+
+// The flags that choose a data file (--data, --text, --tokens and the
+// token stream's --token-dtype and input names), shared by mgc run and mgc
+// eval.
+std::vector<OptionSpec> dataOptions();
+// Reads those flags (and --int-range, --no-shuffle where the command has
+// them) into `choice`; returns the usage error, empty when there is none.
+std::string parseDataChoice(const ParsedArgs &args, DataChoice &choice);
 
 // Integer inputs whose use does not fix a range hold [0, 2) unless
 // --int-range says otherwise.

@@ -2,6 +2,7 @@
 #include "tools/mgc/RunSpec.h"
 #include "tools/mgc/Commands.h"
 #include "tools/mgc/MeshOptions.h"
+#include "tools/mgc/RunData.h"
 
 #include <vector>
 
@@ -65,29 +66,14 @@ const CommandSpec &runSpec() {
          "state); default: the train section's steps"},
         {"--seed", "S",
          "seed of the parameters and the data (default: train.seed, else 0)"},
-        {"--data", "NAME=FILE",
-         "feed input NAME from the rows of a .npy file (every input needs "
-         "one)",
-         true},
-        {"--text", "FILE", "language-model data: any file, one token per byte"},
-        {"--tokens", "FILE",
-         "language-model data: a flat binary file of tokens"},
-        {"--token-dtype",
-         "TYPE",
-         "element type of --tokens (default u16)",
-         false,
-         {"u16", "i32"}},
-        {"--tokens-input", "NAME",
-         "input fed the tokens (default: tokens, else idx)"},
-        {"--targets-input", "NAME",
-         "input fed the next tokens (default: targets)"},
-        {"--positions-input", "NAME",
-         "input fed 0..T-1 (default: pos when the model has it; none: no "
-         "such input)"},
         {"--int-range", "NAME=N",
          "synthetic data: integer input NAME holds values in [0, N)", true},
         {"--no-shuffle", "", "read .npy rows and token windows in order"},
     };
+    // The data flags sit where they always have, before --int-range.
+    auto intRange = s.options.end() - 2;
+    std::vector<OptionSpec> data = dataOptions();
+    s.options.insert(intRange, data.begin(), data.end());
     for (const TrainFlag &f : trainFlags())
       s.options.push_back({f.flag, f.metavar, f.help});
     for (OptionSpec o : std::vector<OptionSpec>{

@@ -23,6 +23,7 @@ const Command kCommands[] = {
     {"compile", runCompile, compileSpec},
     {"opt", runOpt, optSpec},
     {"run", runRun, runSpec},
+    {"eval", runEval, evalSpec},
 };
 
 void printToolHelp(llvm::raw_ostream &os) {

@@ -5,7 +5,10 @@ Inputs x ~ normal(0, 1) of shape [N, D] (float32); labels y (int32) are the
 argmax of a fixed random linear teacher W x, W of shape [C, D]. The task is
 linearly separable, so a small MLP can fit it to a low loss.
 
-usage: make_teacher_npy.py OUT_X.npy OUT_Y.npy N D C [SEED]
+usage: make_teacher_npy.py OUT_X.npy OUT_Y.npy N D C [SEED [SKIP]]
+
+SKIP draws and drops that many samples first: with the same SEED, a
+held-out set of the same teacher.
 """
 import random
 import struct
@@ -30,7 +33,10 @@ def main():
     n, d, c = (int(a) for a in sys.argv[3:6])
     rng = random.Random(int(sys.argv[6]) if len(sys.argv) > 6 else 1)
     teacher = [[rng.gauss(0, 1) for _ in range(d)] for _ in range(c)]
+    skip = int(sys.argv[7]) if len(sys.argv) > 7 else 0
     xs, ys = [], []
+    for _ in range(skip):
+        [rng.gauss(0, 1) for _ in range(d)]
     for _ in range(n):
         x = [rng.gauss(0, 1) for _ in range(d)]
         scores = [sum(w * v for w, v in zip(row, x)) for row in teacher]

@@ -1,0 +1,222 @@
+// mgc eval: the mean loss (and a classifier's accuracy) of a model's
+// parameters over one pass of a data set, with the executor library's
+// forward program.
+#include "tools/mgc/Commands.h"
+#include "tools/mgc/RunData.h"
+
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <mgc/Session.h>
+
+#include <cmath>
+
+namespace mgc::cli {
+
+namespace {
+
+int evalError(const std::string &message, int code = kUserError) {
+  llvm::StringRef m(message);
+  if (m.startswith("error:"))
+    llvm::errs() << "mgc eval: " << message << "\n";
+  else if (m.contains("error:"))
+    llvm::errs() << message << "\n";
+  else
+    llvm::errs() << "mgc eval: error: " << message << "\n";
+  return code;
+}
+
+int usage(const std::string &message) {
+  return evalError(message, kUsageError);
+}
+
+bool parseCount(const std::string &s, int64_t min, int64_t &out) {
+  long long v;
+  if (llvm::StringRef(s).getAsInteger(10, v) || v < min)
+    return false;
+  out = v;
+  return true;
+}
+
+// The scalar output `name` of a forward pass, if it has one.
+std::optional<double> scalarOutput(const std::map<std::string, Tensor> &outs,
+                                   const std::string &name) {
+  auto it = outs.find(name);
+  if (it == outs.end() || it->second.numel() != 1)
+    return std::nullopt;
+  return it->second.toFloats()[0];
+}
+
+} // namespace
+
+const CommandSpec &evalSpec() {
+  static const CommandSpec spec = [] {
+    CommandSpec s;
+    s.name = "eval";
+    s.usage = "mgc eval MODEL.mg|MODEL.mgx [--resume CKPT] [-D NAME=VALUE]...\n"
+              "       (--data NAME=FILE.npy... | --text FILE | --tokens FILE "
+              "--token-dtype u16|i32)\n"
+              "       [--max-batches N] [--threads N] [--backend "
+              "cpu|cuda|auto] [--precision fp32|bf16]";
+    s.summary = "Report a model's mean loss (and, for a classifier, its "
+                "accuracy) over a data set.";
+    s.positionalName = "a model file (MODEL.mg or MODEL.mgx)";
+    s.minPositionals = s.maxPositionals = 1;
+    s.options = {
+        {"-D", "NAME=VALUE", "override the constant NAME of the model file",
+         true},
+        {"--resume", "CKPT",
+         "the checkpoint whose parameters are evaluated (any checkpoint "
+         "mgc run saved, sharded ones included); without it, the initial "
+         "parameters of --seed"},
+        {"--seed", "S", "seed of the initial parameters (default: train.seed, "
+                        "else 0)"},
+    };
+    for (OptionSpec o : dataOptions())
+      s.options.push_back(o);
+    for (OptionSpec o : std::vector<OptionSpec>{
+             {"--max-batches", "N",
+              "evaluate at most the first N batches (default: every whole "
+              "batch of one pass over the data)"},
+             {"--threads", "N", "CPU worker threads (default: one per core)"},
+             {"--backend",
+              "NAME",
+              "cpu (default), cuda (one CUDA device) or auto (CUDA when a "
+              "device is present)",
+              false,
+              {"cpu", "cuda", "auto"}},
+             {"--precision",
+              "P",
+              "fp32 or bf16 (default: train.precision, else fp32)",
+              false,
+              {"fp32", "bf16"}},
+         })
+      s.options.push_back(o);
+    s.details =
+        "The data are read in order, one batch of the model's batch size at\n"
+        "a time; a last part smaller than a batch is not evaluated. The loss\n"
+        "is the mean of the batches' losses (each the mean over its\n"
+        "positions). A model whose loss is a cross_entropy is a classifier:\n"
+        "its accuracy is the share of positions whose target has the\n"
+        "largest logit. The forward program runs on one device; a\n"
+        "checkpoint saved on a mesh or by several processes is read whole.";
+    return s;
+  }();
+  return spec;
+}
+
+int runEval(llvm::ArrayRef<std::string> rawArgs) {
+  int exitCode = kSuccess;
+  auto args = parseCommandArgs(evalSpec(), rawArgs, exitCode);
+  if (!args)
+    return exitCode;
+  const std::string modelPath = args->positionals[0];
+
+  SessionOptions options;
+  for (const std::string &define : args->getAll("-D")) {
+    std::string name, value;
+    if (!splitBinding(define, name, value))
+      return usage("-D expects NAME=VALUE, got '" + define + "'");
+    options.defines[name] = value;
+  }
+  int64_t threads = 0, maxBatches = 0, seed = 0;
+  if (args->has("--threads") &&
+      (!parseCount(args->get("--threads"), 0, threads) || threads > 1024))
+    return usage("--threads expects an integer in [0, 1024], got '" +
+                 args->get("--threads") + "'");
+  if (args->has("--max-batches") &&
+      !parseCount(args->get("--max-batches"), 1, maxBatches))
+    return usage("--max-batches expects an integer >= 1, got '" +
+                 args->get("--max-batches") + "'");
+  if (args->has("--seed") && !parseCount(args->get("--seed"), 0, seed))
+    return usage("--seed expects an integer >= 0, got '" +
+                 args->get("--seed") + "'");
+  options.threads = static_cast<int>(threads);
+  options.backend = args->get("--backend", "cpu");
+  options.precision = args->get("--precision");
+
+  DataChoice data;
+  if (std::string why = parseDataChoice(*args, data); !why.empty())
+    return usage(why);
+  if (data.arrays.empty() && data.tokenFile.empty())
+    return usage("give the data to evaluate on: --data NAME=FILE.npy for "
+                 "each input, --text FILE or --tokens FILE (a loss over "
+                 "random data would mean nothing)");
+  data.shuffle = false;
+
+  ModelFacts facts = inspectModel(modelPath, options.defines);
+  if (facts.read && !facts.hasLoss)
+    return evalError("'" + modelPath +
+                     "' has no loss: mgc eval reports the mean of a model's "
+                     "scalar `loss = ...` output over the data");
+  if (!args->has("--seed") && facts.trainSeed)
+    seed = static_cast<int64_t>(*facts.trainSeed);
+  options.seed = static_cast<uint64_t>(seed);
+  data.seed = options.seed;
+
+  auto session = Session::create(modelPath, options);
+  if (!session)
+    return evalError(session.status().message());
+  Session &s = **session;
+  std::string what = "the initial parameters (seed " + std::to_string(seed) +
+                     ")";
+  if (args->has("--resume")) {
+    if (Status st = s.loadCheckpoint(args->get("--resume")); !st)
+      return evalError(st.message());
+    what = "'" + args->get("--resume") + "' (step " +
+           std::to_string(s.stepCount()) + ")";
+  }
+
+  auto setup = makeDataSource(s.inputs(), facts, data);
+  if (!setup)
+    return evalError(llvm::toString(setup.takeError()));
+  std::optional<int64_t> perPass = setup->source->batchesPerEpoch();
+  int64_t batches = perPass ? *perPass : maxBatches;
+  if (maxBatches > 0 && maxBatches < batches)
+    batches = maxBatches;
+  if (batches <= 0)
+    return evalError("the data " + setup->description +
+                     " hold less than one batch of the model");
+
+  double lossSum = 0, accuracySum = 0;
+  bool hasAccuracy = true;
+  runtime::Batch batch;
+  for (int64_t b = 0; b < batches; ++b) {
+    if (auto err = setup->source->next(batch))
+      return evalError(llvm::toString(std::move(err)));
+    for (auto &[name, tensor] : batch)
+      if (Status st = s.feed(name, toSessionTensor(tensor)); !st)
+        return evalError(st.message());
+    auto outs = s.forward();
+    if (!outs)
+      return evalError(outs.status().message());
+    std::optional<double> loss = scalarOutput(*outs, "loss");
+    if (!loss)
+      return evalError("the forward program of '" + modelPath +
+                       "' has no scalar loss output");
+    if (!std::isfinite(*loss))
+      return evalError("the loss of batch " + std::to_string(b + 1) +
+                       " is not finite (" + std::to_string(*loss) +
+                       "): the parameters or the data are not finite");
+    lossSum += *loss;
+    std::optional<double> accuracy = scalarOutput(*outs, "accuracy");
+    hasAccuracy = hasAccuracy && accuracy.has_value();
+    if (accuracy)
+      accuracySum += *accuracy;
+  }
+
+  int64_t perBatch =
+      setup->tokensPerStep ? setup->tokensPerStep : setup->samplesPerStep;
+  std::string units = setup->tokensPerStep ? "tokens" : "samples";
+  llvm::outs() << "evaluated " << what << " on " << setup->description << ": "
+               << batches << (batches == 1 ? " batch, " : " batches, ")
+               << batches * perBatch << " " << units << "\n";
+  llvm::outs() << llvm::format("loss %.6f", lossSum / batches);
+  if (hasAccuracy)
+    llvm::outs() << llvm::format(", accuracy %.4f", accuracySum / batches);
+  llvm::outs() << "\n";
+  llvm::outs().flush();
+  return llvm::outs().has_error() ? kUserError : kSuccess;
+}
+
+} // namespace mgc::cli
