@@ -163,9 +163,13 @@ void gradPick(GradContext &ctx, Grads grads, bool isMax) {
 void gradMinimum(GradContext &ctx, Grads grads) { gradPick(ctx, grads, false); }
 void gradMaximum(GradContext &ctx, Grads grads) { gradPick(ctx, grads, true); }
 
-// where(c, a, b): da = where(c, dy, 0), db = where(c, 0, dy).
+// where(c, a, b): da = where(c, dy, 0), db = where(c, 0, dy). The choice is
+// piecewise constant in a float condition, so the condition's gradient is
+// zero (as sign's), also when it depends on a parameter.
 void gradWhere(GradContext &ctx, Grads grads) {
   Value *zero = ctx.fill(0.0, ctx.dy()->type());
+  if (ctx.needs(0))
+    grads[0] = ctx.fill(0.0, ctx.x(0)->type());
   if (ctx.needs(1))
     grads[1] = ctx.create(OpKind::Where, {ctx.x(0), ctx.dy(), zero});
   if (ctx.needs(2))

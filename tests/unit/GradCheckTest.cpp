@@ -92,6 +92,12 @@ const std::vector<std::pair<std::string, Builder>> &allCases() {
          c.finish(c.op(OpKind::Where,
                        {cond, c.param("a", {2, 3}), c.param("b", {2, 3})}));
        }},
+      {"where on a condition computed from a parameter (zero gradient)",
+       [](GradCase &c) {
+         Value *x = c.param("x", {2, 3}, -2, 2);
+         Value *cond = c.op(OpKind::Sign, {c.op(OpKind::Relu, {x})});
+         c.finish(c.op(OpKind::Where, {cond, x, c.param("b", {2, 3})}));
+       }},
       {"sign (its gradient is zero)",
        [](GradCase &c) {
          Value *x = c.param("x", {2, 3}, 0.2, 2);
