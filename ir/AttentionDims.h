@@ -55,6 +55,20 @@ struct AttentionDims {
     return (kvHead(h) * tk + j) * dh;
   }
 
+  // attention_grad's result [L..., H, Tq + 2 Tk, Dh]: per query head, the
+  // rows of dq, then of that head's dk and dv. Offsets of row i of dq and
+  // row j of dk and dv of query head h.
+  MGC_HOST_DEVICE int64_t gradRows() const { return tq + 2 * tk; }
+  MGC_HOST_DEVICE int64_t dqRowOffset(int64_t h, int64_t i) const {
+    return (h * gradRows() + i) * dh;
+  }
+  MGC_HOST_DEVICE int64_t dkRowOffset(int64_t h, int64_t j) const {
+    return (h * gradRows() + tq + j) * dh;
+  }
+  MGC_HOST_DEVICE int64_t dvRowOffset(int64_t h, int64_t j) const {
+    return (h * gradRows() + tq + tk + j) * dh;
+  }
+
   // Keys [0, keyEnd(i)) are visible to query row i (none when it is <= 0).
   MGC_HOST_DEVICE int64_t keyEnd(int64_t i) const {
     if (!causal)

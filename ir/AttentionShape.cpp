@@ -3,6 +3,7 @@
 
 #include "llvm/ADT/Twine.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,13 +13,6 @@ namespace {
 
 TypeOrError err(const llvm::Twine &msg) {
   return TypeOrError::error(msg.str());
-}
-
-std::string shapeList(llvm::ArrayRef<int64_t> shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
 }
 
 // The scores' shape [L..., H, Tq, Tk] of q[L..., H, Tq, Dh] and
@@ -66,15 +60,13 @@ std::string checkOperands(llvm::StringRef op, const TensorType &q,
   if (!mask)
     return "";
   std::vector<int64_t> scores = scoresShape(q, k);
-  bool ok = mask->dtype == q.dtype && mask->rank() >= 2 && mask->rank() <= r;
-  for (int64_t a = 0; ok && a < mask->rank(); ++a) {
-    int64_t m = mask->shape[mask->rank() - 1 - a];
-    int64_t s = scores[scores.size() - 1 - a];
-    ok = m == 1 || m == s;
-  }
+  std::optional<Shape> broadcast = broadcastShapes(mask->shape, scores);
+  bool ok = mask->dtype == q.dtype && mask->rank() >= 2 &&
+            mask->rank() <= r && broadcast &&
+            llvm::ArrayRef<int64_t>(*broadcast) == llvm::ArrayRef(scores);
   if (!ok)
     return (op + " needs a mask of q's element type that broadcasts to the " +
-            "scores " + shapeList(scores) + " (each axis 1 or the scores' " +
+            "scores " + shapeStr(scores) + " (each axis 1 or the scores' " +
             "size, rank 2 to " + llvm::Twine(r) + "), got " + mask->str())
         .str();
   return "";

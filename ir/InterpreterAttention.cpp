@@ -41,24 +41,19 @@ struct AttentionView {
   void probabilities(int64_t h, int64_t i, std::vector<double> &p) const {
     std::fill(p.begin(), p.end(), 0.0);
     int64_t end = d.keyEnd(i), base = d.masked ? d.maskBase(h) : 0;
-    double m = -std::numeric_limits<double>::infinity();
     for (int64_t j = 0; j < end; ++j) {
       double dot = 0;
       for (int64_t e = 0; e < d.dh; ++e)
         dot += qRow(h, i)[e] * kRow(h, j)[e];
       p[j] = dot * scale + (mask ? mask[d.maskAt(base, i, j)] : 0.0);
-      if (p[j] > m || std::isnan(p[j]))
-        m = p[j];
     }
-    if (m == -std::numeric_limits<double>::infinity()) {
+    RowStats r = rowStats(p.data(), end, 1);
+    if (r.max == -std::numeric_limits<double>::infinity()) {
       std::fill(p.begin(), p.end(), 0.0);
       return;
     }
-    double sum = 0;
     for (int64_t j = 0; j < end; ++j)
-      sum += std::exp(p[j] - m);
-    for (int64_t j = 0; j < end; ++j)
-      p[j] = std::exp(p[j] - m) / sum;
+      p[j] = std::exp(p[j] - r.max) / r.sumExp;
   }
 };
 
@@ -73,7 +68,7 @@ LogicalResult evalAttention(EvalContext &ctx) {
   for (int64_t h = 0; h < d.heads; ++h)
     for (int64_t i = 0; i < d.tq; ++i) {
       a.probabilities(h, i, p);
-      double *row = out + (h * d.tq + i) * d.dh;
+      double *row = out + d.qRowOffset(h, i);
       for (int64_t j = 0; j < d.tk; ++j)
         for (int64_t e = 0; e < d.dh; ++e)
           row[e] += p[j] * a.vRow(h, j)[e];
@@ -90,16 +85,16 @@ LogicalResult evalAttentionGrad(EvalContext &ctx) {
   AttentionView a(ctx, 5);
   const AttentionDims &d = a.d;
   const double *y = ctx.in(3).data.data(), *dy = ctx.in(4).data.data();
-  int64_t rows = d.tq + 2 * d.tk; // rows of one head's result
   std::vector<double> p(static_cast<size_t>(d.tk));
   for (int64_t h = 0; h < d.heads; ++h) {
-    double *dq = ctx.result.data.data() + h * rows * d.dh;
-    double *dk = dq + d.tq * d.dh, *dv = dk + d.tk * d.dh;
+    double *dq = ctx.result.data.data() + d.dqRowOffset(h, 0);
+    double *dk = ctx.result.data.data() + d.dkRowOffset(h, 0);
+    double *dv = ctx.result.data.data() + d.dvRowOffset(h, 0);
     for (int64_t i = 0; i < d.tq; ++i) {
       a.probabilities(h, i, p);
       const double *qi = a.qRow(h, i);
-      const double *dyi = dy + (h * d.tq + i) * d.dh;
-      const double *yi = y + (h * d.tq + i) * d.dh;
+      const double *dyi = dy + d.qRowOffset(h, i);
+      const double *yi = y + d.qRowOffset(h, i);
       double dRow = 0;
       for (int64_t e = 0; e < d.dh; ++e)
         dRow += dyi[e] * yi[e];

@@ -55,6 +55,17 @@ struct MeanRstd {
 MeanRstd rowMeanRstd(const double *in, int64_t d, double eps,
                      bool centered = true);
 
+// Max and sum of exp(x - max) of the n values x[0], x[stride], ...
+// (max-subtracted, so large values do not overflow): the row statistics of
+// softmax, log_softmax, cross_entropy and attention. A row of all -inf has
+// max = -inf and an empty sum (NaN probabilities, as in PyTorch); attention
+// treats such a row as seeing no key.
+struct RowStats {
+  double max;
+  double sumExp; // sum of exp(x - max)
+};
+RowStats rowStats(const double *x, int64_t n, int64_t stride);
+
 // Sets the entries above the diagonal of every trailing [T, T] matrix of
 // `data` (column > row) to `value`: causal_mask writes -inf there, its
 // gradient writes 0.

@@ -12,28 +12,6 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// Max and log-sum-exp of the n values x[0], x[stride], ... (max-subtracted,
-// so large logits do not overflow). A row of all -inf has no finite max; it
-// then gives max = -inf and an empty sum, i.e. NaN probabilities, as in
-// PyTorch.
-struct RowStats {
-  double max;
-  double sumExp; // sum of exp(x - max)
-};
-
-RowStats rowStats(const double *x, int64_t n, int64_t stride) {
-  double m = -kInf;
-  for (int64_t j = 0; j < n; ++j) {
-    double v = x[j * stride];
-    if (v > m || std::isnan(v))
-      m = v;
-  }
-  double s = 0;
-  for (int64_t j = 0; j < n; ++j)
-    s += std::exp(x[j * stride] - m);
-  return {m, s};
-}
-
 LogicalResult softmaxLike(EvalContext &ctx, bool logarithm) {
   const HostTensor &x = ctx.in(0);
   auto axis = normalizeAxis(ctx.op.attrs().getInt("axis"), x.type.rank());
@@ -75,6 +53,19 @@ void accumulateRows(const double *a, const double *__restrict b,
 }
 
 } // namespace
+
+RowStats rowStats(const double *x, int64_t n, int64_t stride) {
+  double m = -kInf;
+  for (int64_t j = 0; j < n; ++j) {
+    double v = x[j * stride];
+    if (v > m || std::isnan(v))
+      m = v;
+  }
+  double s = 0;
+  for (int64_t j = 0; j < n; ++j)
+    s += std::exp(x[j * stride] - m);
+  return {m, s};
+}
 
 LogicalResult evalSoftmax(EvalContext &ctx) { return softmaxLike(ctx, false); }
 LogicalResult evalLogSoftmax(EvalContext &ctx) {

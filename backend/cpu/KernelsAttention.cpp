@@ -107,6 +107,7 @@ LogicalResult kernelAttention(const KernelArgs &args) {
       for (int64_t task = b; task < e; ++task) {
         int64_t h = task / d.tq, i = task % d.tq;
         const S *qi = a.qRow(h, i);
+        S *row = out + d.qRowOffset(h, i);
         int64_t end = d.keyEnd(i), base = d.masked ? d.maskBase(h) : 0;
         bool cached = end <= kRowCache;
         C m = -C(kInf);
@@ -118,7 +119,7 @@ LogicalResult kernelAttention(const KernelArgs &args) {
             m = s;
         }
         if (m == -C(kInf)) {
-          std::fill(out + task * dh, out + (task + 1) * dh, E::store(C(0)));
+          std::fill(row, row + dh, E::store(C(0)));
           continue;
         }
         for (int64_t x0 = 0; x0 < dh; x0 += kBlock) {
@@ -132,7 +133,7 @@ LogicalResult kernelAttention(const KernelArgs &args) {
             axpyRow(acc, p, a.vRow(h, j) + x0, n);
           }
           for (int64_t x = 0; x < n; ++x)
-            out[task * dh + x0 + x] = E::store(acc[x] / sum);
+            row[x0 + x] = E::store(acc[x] / sum);
         }
       }
     });
@@ -171,7 +172,7 @@ LogicalResult kernelAttentionGrad(const KernelArgs &args) {
     using C = ComputeOf<S>;
     Operands<S> a(args, 5);
     const ir::AttentionDims &d = a.d;
-    int64_t dh = d.dh, rows = d.tq + 2 * d.tk;
+    int64_t dh = d.dh;
     const S *y = args.in[3].as<S>(), *dy = args.in[4].as<S>();
     S *out = args.out.as<S>();
 
@@ -180,8 +181,8 @@ LogicalResult kernelAttentionGrad(const KernelArgs &args) {
       C acc[kBlock], scores[kRowCache];
       for (int64_t task = b; task < e; ++task) {
         int64_t h = task / d.tq, i = task % d.tq;
-        const S *qi = a.qRow(h, i), *dyi = dy + task * dh;
-        S *dq = out + (h * rows + i) * dh;
+        const S *qi = a.qRow(h, i), *dyi = dy + d.qRowOffset(h, i);
+        S *dq = out + d.dqRowOffset(h, i);
         int64_t end = d.keyEnd(i), base = d.masked ? d.maskBase(h) : 0;
         bool cached = end <= kRowCache;
         auto score = [&](int64_t j) {
@@ -202,7 +203,7 @@ LogicalResult kernelAttentionGrad(const KernelArgs &args) {
           }
         }
         C lse = m + std::log(sum);
-        C dRow = dotRow(dyi, y + task * dh, dh);
+        C dRow = dotRow(dyi, y + d.qRowOffset(h, i), dh);
         stats[2 * task] = lse;
         stats[2 * task + 1] = dRow;
         if (lse == -C(kInf)) {
@@ -229,8 +230,8 @@ LogicalResult kernelAttentionGrad(const KernelArgs &args) {
       for (int64_t task = b; task < e; ++task) {
         int64_t h = task / d.tk, j = task % d.tk;
         const S *vj = a.vRow(h, j);
-        S *dk = out + (h * rows + d.tq + j) * dh, *dv = dk + d.tk * dh;
-        const S *dyh = dy + h * d.tq * dh;
+        S *dk = out + d.dkRowOffset(h, j), *dv = out + d.dvRowOffset(h, j);
+        const S *dyh = dy + d.qRowOffset(h, 0);
         const double *sh = stats + 2 * h * d.tq;
         int64_t base = d.masked ? d.maskBase(h) : 0;
         for (int64_t x0 = 0; x0 < dh; x0 += kBlock) {

@@ -222,7 +222,6 @@ __global__ void __launch_bounds__(kBlock)
                    C scale) {
   extern __shared__ double smem[];
   int dh = static_cast<int>(d.dh), ld = dh + 1;
-  int64_t rows = d.tq + 2 * d.tk; // rows of one head's result
   C *sQ = reinterpret_cast<C *>(smem);
   C *sDY = sQ + kTile * ld, *sK = sDY + kTile * ld, *sV = sK + kTile * ld;
   C *sS = sV + kTile * ld;
@@ -318,7 +317,7 @@ __global__ void __launch_bounds__(kBlock)
 #pragma unroll
     for (int i = 0; i < kPer; ++i)
       one[i] = 1;
-    storeRows(out + h * rows * d.dh, acc, one, q0, d.tq, dh, ty, tx);
+    storeRows(out + d.dqRowOffset(h, 0), acc, one, q0, d.tq, dh, ty, tx);
   }
 }
 
@@ -336,7 +335,6 @@ __global__ void __launch_bounds__(kBlock)
                     C scale) {
   extern __shared__ double smem[];
   int dh = static_cast<int>(d.dh), ld = dh + 1;
-  int64_t rows = d.tq + 2 * d.tk; // rows of one head's result
   C *sK = reinterpret_cast<C *>(smem);
   C *sV = sK + kTile * ld, *sQ = sV + kTile * ld, *sDY = sQ + kTile * ld;
   C *sP = sDY + kTile * ld, *sS = sP + kTile * kLdP;
@@ -394,9 +392,8 @@ __global__ void __launch_bounds__(kBlock)
 #pragma unroll
     for (int i = 0; i < kPer; ++i)
       one[i] = 1;
-    S *dk = out + (h * rows + d.tq) * d.dh, *dv = dk + d.tk * d.dh;
-    storeRows(dk, accK, one, k0, d.tk, dh, ty, tx);
-    storeRows(dv, accV, one, k0, d.tk, dh, ty, tx);
+    storeRows(out + d.dkRowOffset(h, 0), accK, one, k0, d.tk, dh, ty, tx);
+    storeRows(out + d.dvRowOffset(h, 0), accV, one, k0, d.tk, dh, ty, tx);
   }
 }
 
