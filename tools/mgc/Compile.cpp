@@ -285,14 +285,9 @@ int runCompile(llvm::ArrayRef<std::string> rawArgs) {
     return exitCode;
 
   frontend::CompileOptions options;
-  for (const std::string &define : args->getAll("-D")) {
-    auto eq = define.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      llvm::errs() << "mgc compile: error: -D expects NAME=VALUE, got '"
-                   << define << "'\n";
-      return kUsageError;
-    }
-    options.defines[define.substr(0, eq)] = define.substr(eq + 1);
+  if (std::string why = parseDefines(*args, options.defines); !why.empty()) {
+    llvm::errs() << "mgc compile: error: " << why << "\n";
+    return kUsageError;
   }
   std::optional<MeshChoice> mesh = parseMeshChoice(*args, "compile", exitCode);
   if (!mesh)

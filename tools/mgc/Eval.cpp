@@ -30,14 +30,6 @@ int usage(const std::string &message) {
   return evalError(message, kUsageError);
 }
 
-bool parseCount(const std::string &s, int64_t min, int64_t &out) {
-  long long v;
-  if (llvm::StringRef(s).getAsInteger(10, v) || v < min)
-    return false;
-  out = v;
-  return true;
-}
-
 // The scalar output `name` of a forward pass, if it has one.
 std::optional<double> scalarOutput(const std::map<std::string, Tensor> &outs,
                                    const std::string &name) {
@@ -113,22 +105,18 @@ int runEval(llvm::ArrayRef<std::string> rawArgs) {
   const std::string modelPath = args->positionals[0];
 
   SessionOptions options;
-  for (const std::string &define : args->getAll("-D")) {
-    std::string name, value;
-    if (!splitBinding(define, name, value))
-      return usage("-D expects NAME=VALUE, got '" + define + "'");
-    options.defines[name] = value;
-  }
+  if (std::string why = parseDefines(*args, options.defines); !why.empty())
+    return usage(why);
   int64_t threads = 0, maxBatches = 0, seed = 0;
   if (args->has("--threads") &&
-      (!parseCount(args->get("--threads"), 0, threads) || threads > 1024))
+      (!parseInt(args->get("--threads"), 0, threads) || threads > 1024))
     return usage("--threads expects an integer in [0, 1024], got '" +
                  args->get("--threads") + "'");
   if (args->has("--max-batches") &&
-      !parseCount(args->get("--max-batches"), 1, maxBatches))
+      !parseInt(args->get("--max-batches"), 1, maxBatches))
     return usage("--max-batches expects an integer >= 1, got '" +
                  args->get("--max-batches") + "'");
-  if (args->has("--seed") && !parseCount(args->get("--seed"), 0, seed))
+  if (args->has("--seed") && !parseInt(args->get("--seed"), 0, seed))
     return usage("--seed expects an integer >= 0, got '" +
                  args->get("--seed") + "'");
   options.threads = static_cast<int>(threads);

@@ -157,4 +157,23 @@ bool splitBinding(const std::string &s, std::string &name,
   return true;
 }
 
+std::string parseDefines(const ParsedArgs &args,
+                         std::map<std::string, std::string> &defines) {
+  for (const std::string &define : args.getAll("-D")) {
+    std::string name, value;
+    if (!splitBinding(define, name, value))
+      return "-D expects NAME=VALUE, got '" + define + "'";
+    defines[name] = value;
+  }
+  return "";
+}
+
+bool parseInt(const std::string &s, int64_t min, int64_t &out) {
+  long long v;
+  if (llvm::StringRef(s).getAsInteger(10, v) || v < min)
+    return false;
+  out = v;
+  return true;
+}
+
 } // namespace mgc::cli

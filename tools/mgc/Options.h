@@ -5,6 +5,7 @@
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -64,5 +65,13 @@ std::string formatHelp(const CommandSpec &spec);
 // Splits "NAME=VALUE" (-D, --data, --int-range) at its first '='; false
 // when there is none or the name is empty.
 bool splitBinding(const std::string &s, std::string &name, std::string &value);
+
+// Reads every -D NAME=VALUE into `defines`; returns the usage error of a
+// malformed one, empty when there is none.
+std::string parseDefines(const ParsedArgs &args,
+                         std::map<std::string, std::string> &defines);
+
+// A decimal integer >= min (counts, seeds, steps); false when `s` is not.
+bool parseInt(const std::string &s, int64_t min, int64_t &out);
 
 } // namespace mgc::cli

@@ -100,14 +100,6 @@ int usageError(const std::string &message) {
   return kUsageError;
 }
 
-bool parseInt(const std::string &s, int64_t min, int64_t &out) {
-  long long v;
-  if (llvm::StringRef(s).getAsInteger(10, v) || v < min)
-    return false;
-  out = v;
-  return true;
-}
-
 bool parseNumber(const std::string &s, double &out) {
   if (s.empty())
     return false;
@@ -131,12 +123,8 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
   const std::string modelPath = args->positionals[0];
 
   SessionOptions options;
-  for (const std::string &define : args->getAll("-D")) {
-    std::string name, value;
-    if (!splitBinding(define, name, value))
-      return usageError("-D expects NAME=VALUE, got '" + define + "'");
-    options.defines[name] = value;
-  }
+  if (std::string why = parseDefines(*args, options.defines); !why.empty())
+    return usageError(why);
   for (const TrainFlag &f : trainFlags())
     if (args->has(f.flag))
       options.train[f.key] = args->get(f.flag);

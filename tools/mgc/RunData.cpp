@@ -288,9 +288,8 @@ std::string parseDataChoice(const ParsedArgs &args, DataChoice &data) {
   }
   for (const std::string &binding : args.getAll("--int-range")) {
     std::string name, value;
-    long long n = 0;
-    if (!splitBinding(binding, name, value) ||
-        llvm::StringRef(value).getAsInteger(10, n) || n < 1)
+    int64_t n = 0;
+    if (!splitBinding(binding, name, value) || !parseInt(value, 1, n))
       return "--int-range expects NAME=N with N >= 1, got '" + binding + "'";
     data.intRange[name] = n;
   }
