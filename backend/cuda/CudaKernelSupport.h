@@ -1,5 +1,5 @@
 // What the op dispatch files of the CUDA backend (CudaKernels.cpp,
-// CudaCollective.cpp, CudaVocab.cpp) share: a checked CUDA call at the op,
+// CudaNN.cpp, CudaCollective.cpp, CudaVocab.cpp) share: a checked CUDA call at the op,
 // a host-side failure in the CPU backend's words, and the note of a failing
 // element's value. Internal to the backend.
 #pragma once

@@ -56,6 +56,9 @@ CudaKernelFn cudaKernelFor(ir::OpKind kind);
 // The dispatch functions of the communication ops and local_split
 // (CudaCollective.cpp), or null.
 CudaKernelFn cudaCollectiveKernelFor(ir::OpKind kind);
+// The dispatch functions of the neural-network ops: softmax, norms, rope,
+// embedding, losses, causal mask, attention (CudaNN.cpp), or null.
+CudaKernelFn cudaNNKernelFor(ir::OpKind kind);
 // The dispatch functions of the vocabulary-parallel ops (CudaVocab.cpp), or
 // null.
 CudaKernelFn cudaVocabKernelFor(ir::OpKind kind);
