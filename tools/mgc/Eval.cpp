@@ -45,7 +45,8 @@ const CommandSpec &evalSpec() {
   static const CommandSpec spec = [] {
     CommandSpec s;
     s.name = "eval";
-    s.usage = "mgc eval MODEL.mg|MODEL.mgx [--resume CKPT] [-D NAME=VALUE]...\n"
+    s.usage = "mgc eval MODEL.mg|MODEL.mgx [--resume CKPT | --seed S] "
+              "[-D NAME=VALUE]...\n"
               "       (--data NAME=FILE.npy... | --text FILE | --tokens FILE "
               "--token-dtype u16|i32)\n"
               "       [--max-batches N] [--threads N] [--backend "
