@@ -52,6 +52,11 @@ static const Builtin kBuiltins[] = {
     {"slice", OpKind::Slice, F::Generic, "x"},
     {"concat", OpKind::Concat, F::Concat, "[x, ...]"},
     {"broadcast", OpKind::Broadcast, F::Generic, "x"},
+    // Convolution and pooling (NCHW).
+    {"conv2d", OpKind::Conv2d, F::Window, "x, w"},
+    {"max_pool2d", OpKind::MaxPool2d, F::Window, "x"},
+    {"avg_pool2d", OpKind::AvgPool2d, F::Window, "x"},
+    {"global_avg_pool", OpKind::Mean, F::GlobalPool, "x"},
     // Reductions.
     {"sum", OpKind::Sum, F::Reduce, "x"},
     {"mean", OpKind::Mean, F::Reduce, "x"},

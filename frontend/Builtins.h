@@ -34,6 +34,12 @@ enum class BuiltinForm : uint8_t {
   Arange,
   // Written with other ops (silu, clamp): `kind` is the last op made.
   Composite,
+  // conv2d and the pools: a [height, width] attribute may be one integer
+  // for both (stride = 2), and a pool's stride defaults to its kernel, as
+  // in PyTorch.
+  Window,
+  // global_avg_pool(x[N, C, H, W]) -> [N, C]: the mean over H and W.
+  GlobalPool,
 };
 
 struct Builtin {

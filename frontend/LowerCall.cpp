@@ -283,6 +283,21 @@ Val Lowerer::lowerBuiltinCall(const Expr &e, const Builtin &b, Frame &frame) {
   }
 
   ir::Attrs attrs;
+  if (b.form == BuiltinForm::GlobalPool) {
+    if (pos.size() != 1 || !e.kwargs.empty()) {
+      error(e.loc, fn + " takes 1 argument (x[N, C, H, W])");
+      return Val::poison();
+    }
+    if (operands[0]->type().rank() != 4) {
+      error(e.loc, fn + " needs x[N, C, H, W], got " +
+                       operands[0]->type().str());
+      noteOperands(operandExprs, frame);
+      return Val::poison();
+    }
+    attrs.set("axes", std::vector<int64_t>{2, 3});
+    return create(b.kind, operands, std::move(attrs), e.loc, operandExprs,
+                  frame);
+  }
   if (b.form == BuiltinForm::SwapAxes) {
     if (!e.kwargs.empty() || (pos.size() != 1 && pos.size() != 3)) {
       error(e.loc, "'transpose' takes (x) to swap the last two axes or "
@@ -365,6 +380,9 @@ Val Lowerer::lowerBuiltinCall(const Expr &e, const Builtin &b, Frame &frame) {
         attrs.set("axes", all);
       } else if (b.form == BuiltinForm::Dropout && spec.name == "seed") {
         attrs.set("seed", dropoutSeed_++);
+      } else if (b.form == BuiltinForm::Window && spec.name == "stride" &&
+                 !spec.defaultValue && attrs.has("kernel")) {
+        attrs.set("stride", attrs.getInts("kernel"));
       } else if (!spec.defaultValue) {
         error(e.loc, fn + " needs argument '" + spec.name + "'");
         return Val::poison();
@@ -416,11 +434,12 @@ Val Lowerer::lowerBuiltinCall(const Expr &e, const Builtin &b, Frame &frame) {
       std::vector<int64_t> list;
       bool ok = true;
       if (v.kind == Val::Num &&
-          (b.form == BuiltinForm::Reduce || b.form == BuiltinForm::Arange)) {
+          (b.form == BuiltinForm::Reduce || b.form == BuiltinForm::Arange ||
+           b.form == BuiltinForm::Window)) {
         std::optional<int64_t> n = v.num.asInt();
         ok = n.has_value();
         if (n)
-          list.push_back(*n);
+          list.assign(b.form == BuiltinForm::Window ? 2 : 1, *n);
       } else if (v.kind == Val::List) {
         for (size_t i = 0; i < v.list.size(); ++i) {
           const Val &item = v.list[i];

@@ -15,13 +15,9 @@
 // what a decoder with a key/value cache needs; the usual mask when Tq = Tk).
 #pragma once
 
-#include <cstdint>
+#include "ir/HostDevice.h"
 
-#if defined(__CUDACC__)
-#define MGC_HOST_DEVICE __host__ __device__
-#else
-#define MGC_HOST_DEVICE
-#endif
+#include <cstdint>
 
 namespace mgc::ir {
 

@@ -22,8 +22,14 @@ AttrValue parseDefault(AttrType type, llvm::StringRef text) {
     return std::strtod(text.str().c_str(), nullptr);
   case AttrType::String:
     return text.trim('"').str();
-  case AttrType::Ints:
-    return std::vector<int64_t>{};
+  case AttrType::Ints: { // "[1, 1]"
+    std::vector<int64_t> list;
+    llvm::SmallVector<llvm::StringRef, 4> items;
+    text.trim().trim("[]").split(items, ',', -1, /*KeepEmpty=*/false);
+    for (llvm::StringRef item : items)
+      list.push_back(std::strtoll(item.trim().str().c_str(), nullptr, 10));
+    return list;
+  }
   }
   return false;
 }
@@ -41,8 +47,21 @@ AttrType parseAttrType(llvm::StringRef text) {
 
 llvm::SmallVector<AttrSpec, 3> parseAttrSpecs(llvm::StringRef spec) {
   llvm::SmallVector<AttrSpec, 3> out;
+  // The attributes are separated by the commas outside a list default.
   llvm::SmallVector<llvm::StringRef, 4> parts;
-  spec.split(parts, ',', -1, /*KeepEmpty=*/false);
+  size_t begin = 0;
+  int depth = 0;
+  for (size_t i = 0; i <= spec.size(); ++i) {
+    if (i == spec.size() || (spec[i] == ',' && depth == 0)) {
+      if (!spec.slice(begin, i).trim().empty())
+        parts.push_back(spec.slice(begin, i));
+      begin = i + 1;
+    } else if (spec[i] == '[') {
+      ++depth;
+    } else if (spec[i] == ']') {
+      --depth;
+    }
+  }
   for (llvm::StringRef part : parts) {
     part = part.trim();
     auto [name, rest] = part.split(':');

@@ -76,6 +76,7 @@ Rule ruleOf(const Op &op) {
   switch (op.kind()) {
   case OpKind::Matmul:
   case OpKind::Attention:
+  case OpKind::Conv2d:
     return Rule::Low;
   case OpKind::Layernorm:
   case OpKind::Rmsnorm:

@@ -400,6 +400,13 @@ constexpr RuleRow kRules[] = {
     {ir::OpKind::Send, ruleNone},
     {ir::OpKind::Recv, ruleNone},
     {ir::OpKind::DropoutPart, ruleNone},
+    {ir::OpKind::Conv2d, ruleConv2d},
+    {ir::OpKind::MaxPool2d, rulePool2d},
+    {ir::OpKind::AvgPool2d, rulePool2d},
+    {ir::OpKind::Conv2dGradX, ruleConv2dGradX},
+    {ir::OpKind::Conv2dGradW, ruleConv2dGradW},
+    {ir::OpKind::MaxPool2dGrad, rulePool2d},
+    {ir::OpKind::AvgPool2dGrad, rulePool2d},
 };
 
 constexpr int timesListed(ir::OpKind kind) {
@@ -483,6 +490,20 @@ ir::ValueOrError localizeOp(ir::Builder &b, const ir::Op &op,
     if (localResult.rank() == 2)
       attrs.set("rows", localShape[0]);
     break;
+  case ir::OpKind::Conv2d:
+  case ir::OpKind::Conv2dGradX:
+  case ir::OpKind::Conv2dGradW: {
+    // A grouped convolution split by whole groups: the device's share of
+    // the groups is its share of the output channels (w's rows for conv2d,
+    // dy's channels for the backward ops).
+    int64_t groups = attrs.getInt("groups");
+    bool isConv = kind == ir::OpKind::Conv2d;
+    int64_t logical = op.operand(isConv ? 1 : 0)->type().shape[isConv ? 0 : 1];
+    int64_t local = operands[isConv ? 1 : 0]->type().shape[isConv ? 0 : 1];
+    if (groups > 1 && logical > 0)
+      attrs.set("groups", groups * local / logical);
+    break;
+  }
   default:
     break;
   }

@@ -72,6 +72,12 @@ MGC_SHARDING_RULE(ruleSumExp)
 MGC_SHARDING_RULE(ruleClassLogit)
 MGC_SHARDING_RULE(ruleCrossEntropyGradStats)
 
+// Convolution and pooling (ShardingRulesConv.cpp).
+MGC_SHARDING_RULE(ruleConv2d)
+MGC_SHARDING_RULE(ruleConv2dGradX)
+MGC_SHARDING_RULE(ruleConv2dGradW)
+MGC_SHARDING_RULE(rulePool2d)
+
 #undef MGC_SHARDING_RULE
 
 } // namespace mgc::passes::sharding

@@ -63,6 +63,13 @@ KernelFn kernelFor(ir::OpKind kind);
 uint64_t scratchBytes(const ir::Op &op);
 // The part of it for attention_grad (backend/cpu/KernelsAttention.cpp).
 uint64_t attentionGradScratchBytes(const ir::Op &op);
+// The part of it for conv2d and its backward ops (KernelsConv.cpp).
+uint64_t convScratchBytes(const ir::Op &op);
+
+// Makes OpenBLAS single-threaded (once): the kernels split GEMMs into
+// blocks of a fixed size themselves, so that results do not depend on the
+// number of threads.
+void singleThreadedBlas();
 
 // Chunk sizes of parallel loops, in elements or rows: fixed, so that results
 // do not depend on the number of threads.

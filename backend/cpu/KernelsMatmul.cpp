@@ -24,11 +24,6 @@ namespace {
 
 constexpr int64_t kRowBlock = 64;
 
-void singleThreadedBlas() {
-  static std::once_flag once;
-  std::call_once(once, [] { openblas_set_num_threads(1); });
-}
-
 void gemm(const float *a, const float *b, float *c, int64_t m, int64_t n,
           int64_t k) {
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k),
@@ -102,9 +97,17 @@ void epilogueRange(ir::MatmulEpilogue e, const float *acc, S *c, const S *x,
 
 } // namespace
 
+void singleThreadedBlas() {
+  static std::once_flag once;
+  std::call_once(once, [] { openblas_set_num_threads(1); });
+}
+
 uint64_t scratchBytes(const ir::Op &op) {
   if (op.kind() == ir::OpKind::AttentionGrad)
     return attentionGradScratchBytes(op);
+  if (op.kind() == ir::OpKind::Conv2d || op.kind() == ir::OpKind::Conv2dGradX ||
+      op.kind() == ir::OpKind::Conv2dGradW)
+    return convScratchBytes(op);
   if (op.kind() != ir::OpKind::Matmul &&
       op.kind() != ir::OpKind::MatmulEpilogue)
     return collectiveScratchBytes(op);

@@ -147,6 +147,42 @@ const std::vector<std::pair<std::string, Builder>> &allCases() {
                   {c.param("x", {2, 3, 4}), c.param("gamma", {4}, 0.5, 1.5)},
                   {{"eps", 1e-5}}));
        }},
+      {"conv2d with stride, padding, dilation and groups",
+       [](GradCase &c) {
+         c.finish(c.op(OpKind::Conv2d,
+                       {c.param("x", {2, 4, 6, 5}), c.param("w", {4, 2, 3, 2})},
+                       {{"stride", Ints{2, 1}},
+                        {"padding", Ints{1, 1}},
+                        {"dilation", Ints{1, 2}},
+                        {"groups", int64_t(2)}}));
+       }},
+      {"conv2d",
+       [](GradCase &c) {
+         c.finish(c.op(OpKind::Conv2d, {c.param("x", {1, 2, 4, 4}),
+                                        c.param("w", {3, 2, 2, 2})}));
+       }},
+      {"max_pool2d",
+       [](GradCase &c) {
+         c.finish(c.op(OpKind::MaxPool2d, {c.param("x", {2, 2, 5, 5})},
+                       {{"kernel", Ints{3, 3}},
+                        {"stride", Ints{2, 2}},
+                        {"padding", Ints{1, 1}}}));
+       }},
+      {"avg_pool2d counting padding",
+       [](GradCase &c) {
+         c.finish(c.op(OpKind::AvgPool2d, {c.param("x", {2, 2, 5, 4})},
+                       {{"kernel", Ints{3, 2}},
+                        {"stride", Ints{1, 2}},
+                        {"padding", Ints{1, 1}}}));
+       }},
+      {"avg_pool2d not counting padding",
+       [](GradCase &c) {
+         c.finish(c.op(OpKind::AvgPool2d, {c.param("x", {2, 2, 5, 4})},
+                       {{"kernel", Ints{3, 3}},
+                        {"stride", Ints{2, 1}},
+                        {"padding", Ints{1, 1}},
+                        {"count_include_pad", false}}));
+       }},
       {"rope, and rope backwards",
        [](GradCase &c) {
          Value *pos = c.ints("pos", {3}, {0, 5, 2});

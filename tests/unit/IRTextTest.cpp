@@ -150,6 +150,27 @@ struct AllOpsModule {
           {"dtype", std::string("f32")}});
     make(b, OpKind::MatmulEpilogue, {x, w, gamma},
          {{"epilogue", std::string("bias_gelu")}});
+    // Convolution and pooling over an image batch.
+    Value *img = g.addInput("img", f32({2, 4, 6, 6}));
+    Value *filt = g.addParam("filt", f32({8, 2, 3, 3}), Init{InitKind::Zeros});
+    using Ints = std::vector<int64_t>;
+    Attrs conv{{"stride", Ints{2, 2}},
+               {"padding", Ints{1, 1}},
+               {"dilation", Ints{1, 1}},
+               {"groups", int64_t(2)}};
+    Value *fm = make(b, OpKind::Conv2d, {img, filt}, conv);
+    Attrs convX = conv, convW = conv;
+    convX.set("in_hw", Ints{6, 6});
+    convW.set("kernel", Ints{3, 3});
+    make(b, OpKind::Conv2dGradX, {fm, filt}, convX);
+    make(b, OpKind::Conv2dGradW, {fm, img}, convW);
+    Attrs window{{"kernel", Ints{2, 2}}, {"stride", Ints{2, 2}}};
+    Value *pooled = make(b, OpKind::MaxPool2d, {img}, window);
+    make(b, OpKind::MaxPool2dGrad, {pooled, img}, window);
+    window.set("count_include_pad", false);
+    make(b, OpKind::AvgPool2d, {img}, window);
+    window.set("in_hw", Ints{6, 6});
+    make(b, OpKind::AvgPool2dGrad, {pooled}, window);
     b.setScope("");
     // Op kinds added to the table after this list was written (for example
     // the internal ops of passes) are built from whatever operands and

@@ -10,6 +10,8 @@ using namespace mgc::ir;
 using namespace mgc::ir::testing;
 
 namespace {
+
+using Ints = std::vector<int64_t>;
 const double kInf = std::numeric_limits<double>::infinity();
 const double kLn2 = std::numbers::ln2;
 } // namespace
@@ -223,6 +225,49 @@ TEST_CASE("interp: rope turns the halves of each row by its position") {
   checkClose(f.eval(back).data, {1, 2, 3, 4, 1, 0, 0, 1});
 }
 
+TEST_CASE("interp: conv2d and the pools on hand-computed values") {
+  InterpFixture f;
+  Value *x = f.input("x", f64({1, 1, 3, 3}), {1, 2, 3, 4, 5, 6, 7, 8, 9});
+  Value *w = f.input("w", f64({1, 1, 2, 2}), {1, 0, 0, -1});
+  // y[i, j] = x[i, j] - x[i + 1, j + 1].
+  checkExact(f.eval(f.op(OpKind::Conv2d, {x, w})).data, {-4, -4, -4, -4});
+  // Padding 1, stride 2: the windows start at rows and columns -1 and 1.
+  checkExact(f.eval(f.op(OpKind::Conv2d, {x, w},
+                         {{"stride", Ints{2, 2}}, {"padding", Ints{1, 1}}}))
+                 .data,
+             {-1, -3, -7, -4});
+  // Dilation 2: one window, x[0, 0] - x[2, 2].
+  checkExact(
+      f.eval(f.op(OpKind::Conv2d, {x, w}, {{"dilation", Ints{2, 2}}})).data,
+      {-8});
+  // Two groups of one channel: each output channel sees its own input.
+  Value *x2 = f.input("x2", f64({1, 2, 1, 1}), {2, 3});
+  Value *w2 = f.input("w2", f64({2, 1, 1, 1}), {10, 100});
+  checkExact(
+      f.eval(f.op(OpKind::Conv2d, {x2, w2}, {{"groups", int64_t(2)}})).data,
+      {20, 300});
+  Attrs k2{{"kernel", Ints{2, 2}}, {"stride", Ints{1, 1}}};
+  checkExact(f.eval(f.op(OpKind::MaxPool2d, {x}, k2)).data, {5, 6, 8, 9});
+  checkExact(f.eval(f.op(OpKind::AvgPool2d, {x}, k2)).data, {3, 4, 6, 7});
+  // Padding counts as zeros in the divisor unless count_include_pad is
+  // false: the corner window holds x[0, 0] alone.
+  Attrs padded{{"kernel", Ints{2, 2}},
+               {"stride", Ints{2, 2}},
+               {"padding", Ints{1, 1}}};
+  checkExact(f.eval(f.op(OpKind::AvgPool2d, {x}, padded)).data,
+             {0.25, 5.0 / 4, 11.0 / 4, 28.0 / 4});
+  padded.set("count_include_pad", false);
+  checkExact(f.eval(f.op(OpKind::AvgPool2d, {x}, padded)).data,
+             {1, 5.0 / 2, 11.0 / 2, 28.0 / 4});
+  // max_pool2d's gradient goes to the first maximum of each window.
+  Value *ties = f.input("ties", f64({1, 1, 2, 2}), {7, 7, 1, 7});
+  Value *dy = f.input("dy", f64({1, 1, 1, 1}), {3});
+  checkExact(f.eval(f.op(OpKind::MaxPool2dGrad, {dy, ties},
+                         {{"kernel", Ints{2, 2}}, {"stride", Ints{2, 2}}}))
+                 .data,
+             {3, 0, 0, 0});
+}
+
 TEST_CASE("interp: matmul, shared and batched right operand") {
   InterpFixture f;
   Value *a = f.input("a", f64({2, 3}), {1, 2, 3, 4, 5, 6});
@@ -370,6 +415,12 @@ TEST_CASE("interp: every op kind is evaluated") {
   auto unary = [](OpKind kind, Attrs attrs = {}) -> Case {
     return [=](InterpFixture &f) {
       return f.op(kind, {f.randomInput("x", {2, 3}, 1)}, attrs);
+    };
+  };
+  auto unary4 = [](OpKind kind) -> Case {
+    return [=](InterpFixture &f) {
+      return f.op(kind, {f.randomInput("x", {1, 2, 4, 4}, 1)},
+                  {{"kernel", Ints{2, 2}}, {"stride", Ints{1, 2}}});
     };
   };
   auto binary = [](OpKind kind) -> Case {
@@ -599,6 +650,41 @@ TEST_CASE("interp: every op kind is evaluated") {
                       f.randomInput("b", {3, 4}, 2),
                       f.randomInput("h", {2, 4}, 3)},
                      {{"epilogue", std::string("gelu_grad")}});
+       }},
+      {OpKind::Conv2d,
+       [](InterpFixture &f) {
+         return f.op(OpKind::Conv2d, {f.randomInput("x", {1, 2, 4, 4}, 1),
+                                      f.randomInput("w", {3, 2, 2, 2}, 2)});
+       }},
+      {OpKind::Conv2dGradX,
+       [](InterpFixture &f) {
+         return f.op(OpKind::Conv2dGradX,
+                     {f.randomInput("dy", {1, 3, 3, 3}, 1),
+                      f.randomInput("w", {3, 2, 2, 2}, 2)},
+                     {{"in_hw", Ints{4, 4}}});
+       }},
+      {OpKind::Conv2dGradW,
+       [](InterpFixture &f) {
+         return f.op(OpKind::Conv2dGradW,
+                     {f.randomInput("dy", {1, 3, 3, 3}, 1),
+                      f.randomInput("x", {1, 2, 4, 4}, 2)},
+                     {{"kernel", Ints{2, 2}}});
+       }},
+      {OpKind::MaxPool2d, unary4(OpKind::MaxPool2d)},
+      {OpKind::AvgPool2d, unary4(OpKind::AvgPool2d)},
+      {OpKind::MaxPool2dGrad,
+       [](InterpFixture &f) {
+         return f.op(OpKind::MaxPool2dGrad,
+                     {f.randomInput("dy", {1, 2, 2, 2}, 1),
+                      f.randomInput("x", {1, 2, 4, 4}, 2)},
+                     {{"kernel", Ints{2, 2}}, {"stride", Ints{2, 2}}});
+       }},
+      {OpKind::AvgPool2dGrad,
+       [](InterpFixture &f) {
+         return f.op(OpKind::AvgPool2dGrad, {f.randomInput("dy", {1, 2, 2, 2}, 1)},
+                     {{"kernel", Ints{2, 2}},
+                      {"stride", Ints{2, 2}},
+                      {"in_hw", Ints{4, 4}}});
        }},
       // Communication ops in a logical module change placements, not values.
       {OpKind::AllReduce, unary(OpKind::AllReduce, {{"axis", std::string("dp")}})},

@@ -227,6 +227,56 @@ std::vector<CaseDef> caseDefs() {
     c.make(OpKind::LayernormGradX,
            {c.rand({5, 6}), c.rand({5, 6}), c.rand({6})}, {{"eps", 1e-5}});
   });
+  // Images [N, C, H, W]: the batch, the output channels and the input
+  // channels split; grouped convolutions split by whole groups.
+  const Attrs pad1{{"padding", Ints{1, 1}}};
+  const Attrs grouped{{"stride", Ints{2, 1}},
+                      {"padding", Ints{1, 0}},
+                      {"groups", int64_t(3)}};
+  const Attrs pool{{"kernel", Ints{3, 3}},
+                   {"stride", Ints{2, 2}},
+                   {"padding", Ints{1, 1}}};
+  auto with = [](Attrs a, const char *name, AttrValue v) {
+    a.set(name, std::move(v));
+    return a;
+  };
+  add("conv2d", [=](Case &c) {
+    c.make(OpKind::Conv2d, {c.rand({4, 6, 5, 5}), c.rand({6, 6, 3, 3})}, pad1);
+  });
+  add("conv2d grouped", [=](Case &c) {
+    c.make(OpKind::Conv2d, {c.rand({2, 6, 5, 4}), c.rand({6, 2, 3, 3})},
+           grouped);
+  });
+  add("conv2d_grad_x", [=](Case &c) {
+    c.make(OpKind::Conv2dGradX, {c.rand({4, 6, 5, 5}), c.rand({6, 6, 3, 3})},
+           with(pad1, "in_hw", Ints{5, 5}));
+  });
+  add("conv2d_grad_x grouped", [=](Case &c) {
+    c.make(OpKind::Conv2dGradX, {c.rand({2, 6, 3, 2}), c.rand({6, 2, 3, 3})},
+           with(grouped, "in_hw", Ints{5, 4}));
+  });
+  add("conv2d_grad_w", [=](Case &c) {
+    c.make(OpKind::Conv2dGradW, {c.rand({4, 6, 5, 5}), c.rand({4, 6, 5, 5})},
+           with(pad1, "kernel", Ints{3, 3}));
+  });
+  add("conv2d_grad_w grouped", [=](Case &c) {
+    c.make(OpKind::Conv2dGradW, {c.rand({2, 6, 3, 2}), c.rand({2, 6, 5, 4})},
+           with(grouped, "kernel", Ints{3, 3}));
+  });
+  add("max_pool2d", [=](Case &c) {
+    c.make(OpKind::MaxPool2d, {c.rand({4, 6, 5, 5})}, pool);
+  });
+  add("avg_pool2d", [=](Case &c) {
+    c.make(OpKind::AvgPool2d, {c.rand({4, 6, 5, 5})}, pool);
+  });
+  add("max_pool2d_grad", [=](Case &c) {
+    c.make(OpKind::MaxPool2dGrad, {c.rand({4, 6, 3, 3}), c.rand({4, 6, 5, 5})},
+           pool);
+  });
+  add("avg_pool2d_grad", [=](Case &c) {
+    c.make(OpKind::AvgPool2dGrad, {c.rand({4, 6, 3, 3})},
+           with(pool, "in_hw", Ints{5, 5}));
+  });
   add("matmul 2d", [](Case &c) {
     c.make(OpKind::Matmul, {c.rand({5, 6}), c.rand({6, 7})});
   });
