@@ -1,9 +1,11 @@
 // The dispatch of the CUDA backend's neural-network ops: softmax and
-// log_softmax, the norms, rope, embedding, the losses, the causal mask and
-// attention (forward and backward), from attributes and shapes to the
-// launchers of KernelsNN.cu and KernelsAttention.cu.
+// log_softmax, the norms, rope, embedding, the losses, the causal mask,
+// attention, convolution and pooling (forward and backward), from
+// attributes and shapes to the launchers of KernelsNN.cu,
+// KernelsAttention.cu and KernelsConv.cu.
 #include "backend/cuda/CudaKernelSupport.h"
 #include "ir/AttentionShape.h"
+#include "ir/WindowShape.h"
 
 namespace mgc::backend::cuda {
 
@@ -167,6 +169,35 @@ LogicalResult kAttentionGrad(const CudaKernelArgs &args) {
       d.masked ? args.in[5].data : nullptr, args.out.data, args.scratch));
 }
 
+// Convolution and pooling on the op's window (ir/WindowShape.h).
+LogicalResult kConv2d(const CudaKernelArgs &args) {
+  return CHECKED(launchConv2d(args.launch, toDt(args.out.dtype()),
+                              ir::windowDims(args.op), args.in[0].data,
+                              args.in[1].data, args.out.data));
+}
+LogicalResult kConv2dGradX(const CudaKernelArgs &args) {
+  return CHECKED(launchConv2dGradX(args.launch, toDt(args.out.dtype()),
+                                   ir::windowDims(args.op), args.in[0].data,
+                                   args.in[1].data, args.out.data));
+}
+LogicalResult kConv2dGradW(const CudaKernelArgs &args) {
+  return CHECKED(launchConv2dGradW(args.launch, toDt(args.out.dtype()),
+                                   ir::windowDims(args.op), args.in[0].data,
+                                   args.in[1].data, args.out.data));
+}
+LogicalResult kPool2d(const CudaKernelArgs &args) {
+  return CHECKED(launchPool2d(args.launch, toDt(args.out.dtype()),
+                              ir::windowDims(args.op),
+                              args.op.kind() == OpKind::AvgPool2d, args.in[0].data,
+                              args.out.data));
+}
+LogicalResult kPool2dGrad(const CudaKernelArgs &args) {
+  bool isMax = args.op.kind() == OpKind::MaxPool2dGrad;
+  return CHECKED(launchPool2dGrad(args.launch, toDt(args.out.dtype()),
+                                  ir::windowDims(args.op), args.in[0].data,
+                                  isMax ? args.in[1].data : nullptr, args.out.data));
+}
+
 } // namespace
 
 CudaKernelFn cudaNNKernelFor(ir::OpKind kind) {
@@ -207,6 +238,18 @@ CudaKernelFn cudaNNKernelFor(ir::OpKind kind) {
     return kCausalMaskGrad;
   case OpKind::AttentionGrad:
     return kAttentionGrad;
+  case OpKind::Conv2d:
+    return kConv2d;
+  case OpKind::Conv2dGradX:
+    return kConv2dGradX;
+  case OpKind::Conv2dGradW:
+    return kConv2dGradW;
+  case OpKind::MaxPool2d:
+  case OpKind::AvgPool2d:
+    return kPool2d;
+  case OpKind::MaxPool2dGrad:
+  case OpKind::AvgPool2dGrad:
+    return kPool2dGrad;
   default:
     return nullptr;
   }

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "ir/AttentionDims.h"
+#include "ir/WindowDims.h"
 
 #include <cuda_runtime_api.h>
 
@@ -275,6 +276,28 @@ cudaError_t launchAttentionGrad(const Launch &launch, Dt dt,
                                 const void *k, const void *v, const void *y,
                                 const void *dy, const void *mask, void *out,
                                 void *scratch);
+
+// --- Convolution and pooling over NCHW images (KernelsConv.cu): direct
+// kernels, one thread per result element, on the geometry `d`
+// (ir/WindowDims.h, plain data).
+// x[N, C, H, W], w[K, C/g, R, S] -> y[N, K, OH, OW]
+cudaError_t launchConv2d(const Launch &launch, Dt dt, const ir::WindowDims &d,
+                         const void *x, const void *w, void *y);
+// dy[N, K, OH, OW], w -> dx[N, C, H, W]
+cudaError_t launchConv2dGradX(const Launch &launch, Dt dt,
+                              const ir::WindowDims &d, const void *dy,
+                              const void *w, void *dx);
+// dy[N, K, OH, OW], x -> dw[K, C/g, R, S]
+cudaError_t launchConv2dGradW(const Launch &launch, Dt dt,
+                              const ir::WindowDims &d, const void *dy,
+                              const void *x, void *dw);
+// x -> y: max_pool2d, or avg_pool2d when `average`.
+cudaError_t launchPool2d(const Launch &launch, Dt dt, const ir::WindowDims &d,
+                         bool average, const void *x, void *y);
+// dy (and x for max_pool2d; null for avg_pool2d) -> dx.
+cudaError_t launchPool2dGrad(const Launch &launch, Dt dt,
+                             const ir::WindowDims &d, const void *dy,
+                             const void *x, void *dx);
 
 // --- The communicators' reductions (KernelsReduce.cu), as
 // backend/cpu/Reductions.h computes them, bit for bit: dst[i] = srcs[0][i]

@@ -154,6 +154,50 @@ struct OpCase {
   }
 };
 
+// conv2d and the pools with stride, padding, dilation and groups all at
+// work (x[2, 4, 7, 6], 3x3 windows, a [2, 6, 4, 6] conv2d result), and a
+// second output with the default attributes.
+inline ir::Value *buildWindowCase(ir::OpKind kind, OpCase &c) {
+  using Ints = std::vector<int64_t>;
+  using ir::OpKind;
+  ir::Attrs conv{{"stride", Ints{2, 1}},
+                 {"padding", Ints{1, 2}},
+                 {"dilation", Ints{1, 2}},
+                 {"groups", int64_t(2)}};
+  ir::Attrs pool{{"kernel", Ints{3, 3}},
+                 {"stride", Ints{2, 2}},
+                 {"padding", Ints{1, 1}}};
+  auto with = [](ir::Attrs a, const char *name, ir::AttrValue v) {
+    a.set(name, std::move(v));
+    return a;
+  };
+  switch (kind) {
+  case OpKind::Conv2d:
+    c.out("plain", c.op(kind, {c.x("x2", {3, 3, 5, 5}), c.x("w2", {4, 3, 3, 3})}));
+    return c.op(kind, {c.x("x", {2, 4, 7, 6}), c.x("w", {6, 2, 3, 3})}, conv);
+  case OpKind::Conv2dGradX:
+    return c.op(kind, {c.x("dy", {2, 6, 4, 6}), c.x("w", {6, 2, 3, 3})},
+                with(conv, "in_hw", Ints{7, 6}));
+  case OpKind::Conv2dGradW:
+    return c.op(kind, {c.x("dy", {2, 6, 4, 6}), c.x("x", {2, 4, 7, 6})},
+                with(conv, "kernel", Ints{3, 3}));
+  case OpKind::MaxPool2d:
+    c.out("plain", c.op(kind, {c.x("x2", {2, 3, 4, 4})},
+                        {{"kernel", Ints{2, 2}}, {"stride", Ints{2, 2}}}));
+    return c.op(kind, {c.x("x", {2, 3, 7, 6})}, pool);
+  case OpKind::AvgPool2d:
+    c.out("counted", c.op(kind, {c.x("x2", {2, 3, 7, 6})}, pool));
+    return c.op(kind, {c.x("x", {2, 3, 7, 6})},
+                with(pool, "count_include_pad", false));
+  case OpKind::MaxPool2dGrad:
+    return c.op(kind, {c.x("dy", {2, 3, 4, 3}), c.x("x", {2, 3, 7, 6})}, pool);
+  default:
+    return c.op(kind, {c.x("dy", {2, 3, 4, 3})},
+                with(with(pool, "in_hw", Ints{7, 6}), "count_include_pad",
+                     false));
+  }
+}
+
 inline bool bitIdentical(const runtime::Tensor &a, const runtime::Tensor &b) {
   return a.type() == b.type() &&
          (a.nbytes() == 0 || std::memcmp(a.data(), b.data(), a.nbytes()) == 0);

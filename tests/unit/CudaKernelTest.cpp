@@ -206,6 +206,15 @@ bool buildCases(OpKind kind, Case &c) {
     c.out("long", c.op(kind, {c.x("q2", {1, 300, 16}), c.x("k2", {1, 300, 16}),
                               c.x("v2", {1, 300, 16})}));
     break;
+  case OpKind::Conv2d:
+  case OpKind::Conv2dGradX:
+  case OpKind::Conv2dGradW:
+  case OpKind::MaxPool2d:
+  case OpKind::AvgPool2d:
+  case OpKind::MaxPool2dGrad:
+  case OpKind::AvgPool2dGrad:
+    c.out("y", buildWindowCase(kind, c));
+    break;
   case OpKind::Fused: {
     // A bias broadcast along rows, a scalar, a bf16 rounding and a GELU.
     std::string dt(ir::dtypeName(c.f));
