@@ -10,11 +10,12 @@ build=${MGC_BUILD_DIR:-$root/build}
 "$root/scripts/build.sh" || { echo "build failed"; echo "0 passed, 1 failed"; exit 1; }
 
 # The interoperability tests read and write checkpoints with Python's
-# safetensors and numpy; they skip (with a message) where these cannot be
+# safetensors and numpy, and the convolutional tests train on
+# scikit-learn's digits; they skip (with a message) where these cannot be
 # installed.
-if ! python3 -c 'import safetensors, numpy' 2>/dev/null; then
-  python3 -m pip install -q safetensors numpy >/dev/null 2>&1 ||
-    echo "note: could not pip install safetensors numpy; the Python interoperability tests will skip"
+if ! python3 -c 'import safetensors, numpy, sklearn' 2>/dev/null; then
+  python3 -m pip install -q safetensors numpy scikit-learn >/dev/null 2>&1 ||
+    echo "note: could not pip install safetensors numpy scikit-learn; the Python interoperability and digits tests will skip"
 fi
 
 passed=0 failed=0

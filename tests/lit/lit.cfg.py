@@ -70,3 +70,11 @@ if config.mgc_mpi.upper() in ("ON", "TRUE", "1") and shutil.which("mpirun"):
         config.substitutions.append(("%mpirun", mpirun))
     else:
         lit_config.note("mpirun cannot start 2 processes here: the tests of several processes are unsupported")
+
+# The convolutional samples train on scikit-learn's digits (shipped inside
+# the package); scripts/test.sh installs it with pip where it can.
+import importlib.util
+if importlib.util.find_spec("sklearn") and importlib.util.find_spec("numpy"):
+    config.available_features.add("sklearn")
+else:
+    lit_config.note("scikit-learn is not installed: the digits tests are unsupported")

@@ -24,7 +24,7 @@ Exit status 0 when everything agrees, 1 otherwise (the line says what).
 """
 import argparse
 import json
-import struct
+import os
 import sys
 
 try:
@@ -33,21 +33,8 @@ except ImportError:  # the test runner installs it; elsewhere say so
     print("llama reference: skipped (numpy is not installed)")
     sys.exit(0)
 
-
-def read_safetensors(path):
-    """The float32 tensors of a safetensors file, by name, as float64."""
-    with open(path, "rb") as f:
-        data = f.read()
-    (n,) = struct.unpack_from("<Q", data, 0)
-    header = json.loads(data[8:8 + n])
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__" or info["dtype"] != "F32":
-            continue
-        begin, end = info["data_offsets"]
-        raw = np.frombuffer(data[8 + n + begin:8 + n + end], dtype="<f4")
-        out[name] = raw.reshape(info["shape"]).astype(np.float64)
-    return out
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from reference_common import check_backward, compare_gradients, read_safetensors  # noqa: E402
 
 
 # ---- the pieces, forward and backward ------------------------------------
@@ -209,27 +196,6 @@ def merge_rows(x):  # [..., n] -> [rows, n]
     return x.reshape(-1, x.shape[-1])
 
 
-def check_backward(model, tokens, targets, grads, rng, per_tensor=3, h=1e-5):
-    """Central differences of the float64 forward on a few entries of each
-    tensor: the largest relative error of the hand-written backward."""
-    worst, where = 0.0, ""
-    for name, g in grads.items():
-        w = model.p[name]
-        scale = max(np.abs(g).max(), 1e-12)
-        for flat in rng.choice(w.size, size=min(per_tensor, w.size), replace=False):
-            idx = np.unravel_index(flat, w.shape)
-            old = w[idx]
-            w[idx] = old + h
-            up, _ = model.loss(tokens, targets)
-            w[idx] = old - h
-            down, _ = model.loss(tokens, targets)
-            w[idx] = old
-            err = abs((up - down) / (2 * h) - g[idx]) / scale
-            if err > worst:
-                worst, where = err, name
-    return worst, where
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("p0")
@@ -254,15 +220,11 @@ def main():
 
     model = Llama(params, a.heads, a.kv_heads, a.theta, a.eps)
     loss, grads = model.loss(tokens, targets, want_grads=True)
-    fd, fd_where = check_backward(model, tokens, targets, grads,
-                                  np.random.default_rng(0))
+    fd, fd_where = check_backward(
+        model.p, lambda: model.loss(tokens, targets)[0], grads,
+        np.random.default_rng(0))
 
-    worst, worst_name = 0.0, ""
-    for name, g in grads.items():
-        mgc_grad = (p0[name] - p1[name]) / a.lr
-        err = np.abs(mgc_grad - g).max() / max(np.abs(g).max(), 1e-30)
-        if err > worst:
-            worst, worst_name = err, name
+    worst, worst_name = compare_gradients(p0, p1, grads, a.lr)
     loss_err = abs(mgc_loss - loss) / abs(loss)
 
     ok = fd < 1e-5 and loss_err < 1e-6 and worst < a.tolerance
