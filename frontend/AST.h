@@ -64,7 +64,8 @@ struct TypeExpr {
 
 enum class StmtKind : uint8_t {
   Input,  // input x: f32[B, D]
-  Param,  // param w: f32[D, H] = normal(0, 0.02)
+  Param,  // param w: f32[D, H] = normal(0, 0.02) [frozen]
+          // | buffer m: f32[C] = zeros
   Assign, // h = expr
   Repeat, // h = repeat L blocks { body }
   Output, // output name = expr  |  output name
@@ -80,6 +81,8 @@ struct Stmt {
   Loc nameLoc;
   TypeExpr type;          // Input, Param
   ExprPtr init;           // Param: the initialiser (Name or Call), may be null
+  bool frozen = false;    // Param: not trained (`frozen`, or a buffer)
+  bool buffer = false;    // Param: declared with `buffer`
   ExprPtr value;          // Assign/Output/Loss/Return value; Repeat body
   ExprPtr count;          // Repeat: the number of copies
   std::string repeatName; // Repeat: the name prefix of the copies

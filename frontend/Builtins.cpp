@@ -41,6 +41,8 @@ static const Builtin kBuiltins[] = {
     {"log_softmax", OpKind::LogSoftmax, F::Generic, "x"},
     {"layernorm", OpKind::Layernorm, F::Generic, "x, gamma, beta"},
     {"rmsnorm", OpKind::Rmsnorm, F::Generic, "x, gamma"},
+    {"batch_norm", OpKind::Add, F::BatchNorm,
+     "x, gamma, beta, running_mean, running_var"},
     {"rope", OpKind::Rope, F::Generic, "x, pos"},
     // Linear algebra and lookups.
     {"matmul", OpKind::Matmul, F::Matmul, "a, b"},

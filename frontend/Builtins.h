@@ -40,6 +40,9 @@ enum class BuiltinForm : uint8_t {
   Window,
   // global_avg_pool(x[N, C, H, W]) -> [N, C]: the mean over H and W.
   GlobalPool,
+  // batch_norm(x, gamma, beta, running_mean, running_var, momentum, eps):
+  // composed, with the running statistics' updates (LowerBatchNorm.cpp).
+  BatchNorm,
 };
 
 struct Builtin {

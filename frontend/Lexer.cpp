@@ -29,6 +29,8 @@ llvm::StringRef tokName(Tok kind) {
     return "'input'";
   case Tok::KwParam:
     return "'param'";
+  case Tok::KwBuffer:
+    return "'buffer'";
   case Tok::KwOutput:
     return "'output'";
   case Tok::KwLoss:
@@ -165,6 +167,7 @@ private:
                      .Case("block", Tok::KwBlock)
                      .Case("input", Tok::KwInput)
                      .Case("param", Tok::KwParam)
+                     .Case("buffer", Tok::KwBuffer)
                      .Case("output", Tok::KwOutput)
                      .Case("loss", Tok::KwLoss)
                      .Case("return", Tok::KwReturn)

@@ -198,6 +198,7 @@ void Lowerer::lowerStmt(const Stmt &s, Frame &frame) {
       return;
     }
     ir::Value *v = module_->graph().addParam(full, *type, *init, s.nameLoc);
+    v->setFrozen(s.frozen);
     frame.names[s.name] =
         Binding{Val::ofTensor(v), s.nameLoc, BindingKind::Param};
     return;

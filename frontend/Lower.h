@@ -126,6 +126,8 @@ private:
   // where (BuiltinForm::Select).
   Val lowerComposite(const Expr &e, const struct Builtin &b, Frame &frame);
   Val lowerSelect(const Expr &e, std::vector<Val> pos, Frame &frame);
+  // batch_norm (BuiltinForm::BatchNorm, LowerBatchNorm.cpp).
+  Val lowerBatchNorm(const Expr &e, Frame &frame);
   Val callBlock(const Expr &e, const BlockDecl &block, std::string path,
                 Frame &frame);
   Val instantiate(const BlockDecl &block, std::vector<Val> args,
@@ -167,6 +169,7 @@ private:
   std::map<std::string, const BlockDecl *> blocks_;
   std::set<const BlockDecl *> badBlocks_;  // recursive: never instantiated
   std::set<std::string> argumentNames_;    // inputs and parameters so far
+  std::set<const ir::Value *> updatedBuffers_; // by a batch_norm
   std::map<std::string, Loc> repeatNames_; // qualified repeat prefixes
   std::set<const BlockDecl *> missingReturnReported_;
   // Constants reported as a non-integer element of a list of integers.

@@ -161,6 +161,8 @@ Val Lowerer::instantiate(const BlockDecl &block, std::vector<Val> args,
 Val Lowerer::lowerBuiltinCall(const Expr &e, const Builtin &b, Frame &frame) {
   if (b.form == BuiltinForm::Composite)
     return lowerComposite(e, b, frame);
+  if (b.form == BuiltinForm::BatchNorm)
+    return lowerBatchNorm(e, frame);
   const ir::OpInfo &info = ir::opInfo(b.kind);
   std::string fn = "'" + b.name.str() + "'";
   // Arguments are lowered first (their own errors come first), except the

@@ -264,12 +264,17 @@ private:
     Loc loc = cur().loc;
     switch (cur().kind) {
     case Tok::KwInput:
-    case Tok::KwParam: {
-      bool isParam = at(Tok::KwParam);
+    case Tok::KwParam:
+    case Tok::KwBuffer: {
+      bool isBuffer = at(Tok::KwBuffer);
+      bool isParam = isBuffer || at(Tok::KwParam);
       take();
       Stmt s(isParam ? StmtKind::Param : StmtKind::Input, loc);
+      s.buffer = s.frozen = isBuffer;
       if (!expectIdent(s.name, s.nameLoc,
-                       isParam ? "a parameter name" : "an input name"))
+                       isBuffer  ? "a buffer name"
+                       : isParam ? "a parameter name"
+                                 : "an input name"))
         return false;
       if (!expect(Tok::Colon, "after the name"))
         return false;
@@ -279,6 +284,12 @@ private:
         s.init = parseExpr();
         if (!s.init)
           return false;
+      }
+      // `frozen` after a parameter: a word, not a keyword (names may be
+      // `frozen` elsewhere).
+      if (isParam && !isBuffer && at(Tok::Ident) && cur().text == "frozen") {
+        take();
+        s.frozen = true;
       }
       body.push_back(std::move(s));
       return true;

@@ -22,6 +22,7 @@ enum class Tok : uint8_t {
   KwBlock,
   KwInput,
   KwParam,
+  KwBuffer,
   KwOutput,
   KwLoss,
   KwReturn,

@@ -59,6 +59,16 @@ Value *Graph::addParam(llvm::StringRef name, TensorType type, Init init,
   return args_.back().get();
 }
 
+Value *Graph::addArgumentLike(const Value &arg, TensorType type) {
+  Value *v = arg.kind() == ValueKind::Input
+                 ? addInput(arg.name(), std::move(type), arg.loc())
+                 : addParam(arg.name(), std::move(type), arg.init(), arg.loc());
+  v->kind_ = arg.kind();
+  v->frozen_ = arg.frozen_;
+  v->sharding_ = arg.sharding_;
+  return v;
+}
+
 Value *Graph::addState(llvm::StringRef name, TensorType type, Init init,
                        Loc loc) {
   Value *v = addParam(name, std::move(type), init, loc);

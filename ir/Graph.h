@@ -59,6 +59,14 @@ public:
   const std::string &name() const { return name_; }
   // Parameters and state only.
   const Init &init() const { return init_; }
+  // A parameter that is not trained: autodiff gives it no gradient and the
+  // optimizer no state and no update. Frozen weights (fine-tuning) and
+  // buffers (batch_norm's running statistics, updated by the step through a
+  // `buffer.NAME` output) are frozen parameters.
+  bool isFrozen() const { return frozen_; }
+  void setFrozen(bool frozen) { frozen_ = frozen; }
+  // A parameter the optimizer trains.
+  bool isTrained() const { return kind_ == ValueKind::Param && !frozen_; }
   // Parameters and state: arguments that persist from step to step and may
   // be the target of an update.
   bool isPersistent() const {
@@ -80,6 +88,7 @@ private:
   Op *op_ = nullptr;
   std::string name_;
   Init init_;
+  bool frozen_ = false;
   Loc loc_;
 };
 
@@ -130,6 +139,12 @@ struct Output {
 // After the step, the persistent argument `target` (a parameter or state)
 // takes the value `value`. All updates of one step read the values from
 // before it: they happen together, after every op.
+// An output `buffer.NAME` of a forward model is the new value of the frozen
+// parameter NAME after a training step (batch_norm's running statistics):
+// the optimizer pass turns it into an update; a forward program drops it
+// (the eval-mode pass).
+inline constexpr const char *kBufferOutputPrefix = "buffer.";
+
 struct Update {
   Value *target = nullptr;
   Value *value = nullptr;
@@ -151,6 +166,10 @@ public:
                   Loc loc = {});
   Value *addState(llvm::StringRef name, TensorType type, Init init,
                   Loc loc = {});
+  // An argument like `arg` of another graph (its kind, name, initialiser,
+  // frozen flag, placement and location) with the type `type`: how passes
+  // that build a module from another copy its arguments.
+  Value *addArgumentLike(const Value &arg, TensorType type);
   llvm::ArrayRef<std::unique_ptr<Value>> arguments() const { return args_; }
   std::vector<Value *> inputs() const;
   std::vector<Value *> params() const;

@@ -14,6 +14,9 @@ LogicalResult evalReshape(EvalContext &ctx) {
   return success();
 }
 
+// A training step's mode_select is its train operand.
+LogicalResult evalModeSelect(EvalContext &ctx) { return evalReshape(ctx); }
+
 // out.shape[i] = in.shape[perm[i]]: output axis i walks input axis perm[i].
 LogicalResult evalTranspose(EvalContext &ctx) {
   const HostTensor &x = ctx.in(0);

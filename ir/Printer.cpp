@@ -107,6 +107,8 @@ private:
       os_ << ' ' << arg.sharding().str();
     if (persistent)
       os_ << " = " << formatInit(arg.init());
+    if (arg.isFrozen())
+      os_ << " frozen";
     if (options_.locations)
       printLoc(arg.loc(), os_);
     os_ << '\n';

@@ -202,6 +202,10 @@ LogicalResult TextParser::parseArgument(ValueKind kind) {
     if (failed(parseInit(init)))
       return failure();
   }
+  bool frozen = kind == ValueKind::Param && tok_.is(TokenKind::Ident) &&
+                tok_.spelling == "frozen";
+  if (frozen)
+    consume();
   Loc loc = locOf(keyword);
   if (failed(parseOptionalLoc(loc)))
     return failure();
@@ -211,6 +215,7 @@ LogicalResult TextParser::parseArgument(ValueKind kind) {
                    ? g.addState(nameTok.value, type, init, loc)
                    : g.addInput(nameTok.value, type, loc);
   arg->setSharding(std::move(sharding));
+  arg->setFrozen(frozen);
   define(arg);
   return success();
 }

@@ -31,12 +31,12 @@ std::string gradOutputName(llvm::StringRef paramName) {
 
 namespace {
 
-// Floating-point values that depend on a parameter: only they can carry a
-// gradient. Integer values never do.
+// Floating-point values that depend on a trained parameter: only they can
+// carry a gradient. Integer values never do, nor frozen parameters.
 llvm::DenseSet<const Value *> activeValues(const ir::Graph &g) {
   llvm::DenseSet<const Value *> active;
   for (Value *p : g.params())
-    if (ir::isFloat(p->type().dtype))
+    if (p->isTrained() && ir::isFloat(p->type().dtype))
       active.insert(p);
   for (const auto &op : g.ops()) {
     if (!ir::isFloat(op->type().dtype))
@@ -72,7 +72,10 @@ LogicalResult differentiate(ir::Module &module, DiagnosticEngine &diag) {
   llvm::StringSet<> outputNames;
   for (const ir::Output &o : g.outputs())
     outputNames.insert(o.name);
-  std::vector<Value *> params = g.params();
+  std::vector<Value *> params;
+  for (Value *p : g.params())
+    if (p->isTrained())
+      params.push_back(p);
   for (Value *p : params)
     if (outputNames.count(gradOutputName(p->name()))) {
       diag.error(p->loc(),
@@ -156,7 +159,8 @@ LogicalResult differentiate(ir::Module &module, DiagnosticEngine &diag) {
     }
   }
 
-  // One output per parameter; zeros where the loss does not depend on it.
+  // One output per trained parameter; zeros where the loss does not depend
+  // on it.
   for (Value *p : params) {
     Value *grad = nullptr;
     auto found = cotangent.find(p);

@@ -166,6 +166,15 @@ void gradMaximum(GradContext &ctx, Grads grads) { gradPick(ctx, grads, true); }
 // where(c, a, b): da = where(c, dy, 0), db = where(c, 0, dy). The choice is
 // piecewise constant in a float condition, so the condition's gradient is
 // zero (as sign's), also when it depends on a parameter.
+// A training step computes the train operand: the cotangent is its; the
+// eval operand gets zeros.
+void gradModeSelect(GradContext &ctx, Grads grads) {
+  if (ctx.needs(0))
+    grads[0] = ctx.dy();
+  if (ctx.needs(1))
+    grads[1] = ctx.fill(0.0, ctx.x(1)->type());
+}
+
 void gradWhere(GradContext &ctx, Grads grads) {
   Value *zero = ctx.fill(0.0, ctx.dy()->type());
   if (ctx.needs(0))

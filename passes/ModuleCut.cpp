@@ -26,14 +26,7 @@ ModuleExtract::build(const llvm::DenseSet<const ir::Op *> &ops,
   for (const auto &arg : from_.graph().arguments()) {
     if (!used.contains(arg.get()))
       continue;
-    Value *v =
-        arg->kind() == ir::ValueKind::Input
-            ? g.addInput(arg->name(), arg->type(), arg->loc())
-        : arg->kind() == ir::ValueKind::Param
-            ? g.addParam(arg->name(), arg->type(), arg->init(), arg->loc())
-            : g.addState(arg->name(), arg->type(), arg->init(), arg->loc());
-    v->setSharding(arg->sharding());
-    map_[arg.get()] = v;
+    map_[arg.get()] = g.addArgumentLike(*arg, arg->type());
   }
   for (const auto &[old, name] : replaced_) {
     if (!used.contains(old))

@@ -182,10 +182,14 @@ LogicalResult checkModule(ir::Module &module, const OptimizerConfig &c,
   bool anyGrad = false;
   for (const ir::Output &o : g.outputs())
     anyGrad |= llvm::StringRef(o.name).startswith("grad.");
-  std::vector<Value *> params = g.params();
+  std::vector<Value *> params;
+  for (Value *p : g.params())
+    if (p->isTrained())
+      params.push_back(p);
   if (params.empty()) {
     diag.error("module '" + module.name() +
-               "' has no parameters: the optimizer has nothing to train");
+               "' has no trained parameters: the optimizer has nothing to "
+               "train");
     return failure();
   }
   if (!anyGrad) {
@@ -241,6 +245,39 @@ LogicalResult checkModule(ir::Module &module, const OptimizerConfig &c,
       claim("opt.v." + n, false);
     }
   }
+  return ok ? success() : failure();
+}
+
+// The outputs `buffer.NAME` (the new value of the frozen parameter NAME,
+// made by the frontend, as batch_norm's running statistics) become updates
+// of that parameter, which the step applies with the optimizer's.
+LogicalResult bufferUpdates(ir::Module &module, DiagnosticEngine &diag) {
+  ir::Graph &g = module.graph();
+  bool ok = true;
+  auto &outs = g.outputs();
+  for (const ir::Output &o : outs) {
+    llvm::StringRef name(o.name);
+    if (!name.consume_front(kBufferOutputPrefix))
+      continue;
+    Value *target = g.findArgument(name);
+    if (!target || target->kind() != ir::ValueKind::Param ||
+        !target->isFrozen() || target->type() != o.value->type() ||
+        g.findUpdate(target)) {
+      diag.error(o.loc, "optimizer: output '" + o.name +
+                            "' names no frozen parameter of type " +
+                            o.value->type().str() +
+                            " that is not already updated");
+      ok = false;
+      continue;
+    }
+    g.addUpdate(target, o.value, o.loc);
+  }
+  outs.erase(std::remove_if(outs.begin(), outs.end(),
+                            [](const ir::Output &o) {
+                              return llvm::StringRef(o.name).startswith(
+                                  kBufferOutputPrefix);
+                            }),
+             outs.end());
   return ok ? success() : failure();
 }
 
@@ -414,7 +451,7 @@ LogicalResult buildTrainingStep(ir::Module &module, const OptimizerConfig &c,
   g.addUpdate(stepState, t, stepLoc);
   for (auto &[target, value] : updates)
     g.addUpdate(target, value, target->loc());
-  return success();
+  return bufferUpdates(module, diag);
 }
 
 namespace {

@@ -46,6 +46,7 @@ double scheduledLR(const OptimizerConfig &config, int64_t t);
 
 // Names the step module uses.
 inline constexpr const char *kStepStateName = "opt.step";
+using ir::kBufferOutputPrefix;
 // Every tensor of the optimizer's state (and the step counter) is named so.
 inline constexpr const char *kOptimizerStatePrefix = "opt.";
 inline constexpr const char *kLROutputName = "lr";

@@ -38,13 +38,7 @@ public:
     const ir::Graph &lg = logical_.graph();
     for (const auto &arg : lg.arguments()) {
       ir::TensorType t = local(arg.get());
-      Value *v = arg->kind() == ir::ValueKind::Input
-                     ? g.addInput(arg->name(), t, arg->loc())
-                 : arg->kind() == ir::ValueKind::Param
-                     ? g.addParam(arg->name(), t, arg->init(), arg->loc())
-                     : g.addState(arg->name(), t, arg->init(), arg->loc());
-      v->setSharding(arg->sharding());
-      map_[arg.get()] = v;
+      map_[arg.get()] = g.addArgumentLike(*arg, t);
     }
     ir::Builder b(g);
     for (const auto &op : lg.ops()) {

@@ -83,6 +83,7 @@ void ruleElementwise(const ir::Op &op, const ir::MeshAxis &axis,
   switch (op.kind()) {
   case ir::OpKind::Add:
   case ir::OpKind::Sub:
+  case ir::OpKind::ModeSelect:
     out.push_back(sig({P(), P()}, P()));
     break;
   case ir::OpKind::Neg:
@@ -400,6 +401,7 @@ constexpr RuleRow kRules[] = {
     {ir::OpKind::Send, ruleNone},
     {ir::OpKind::Recv, ruleNone},
     {ir::OpKind::DropoutPart, ruleNone},
+    {ir::OpKind::ModeSelect, ruleElementwise},
     {ir::OpKind::Conv2d, ruleConv2d},
     {ir::OpKind::MaxPool2d, rulePool2d},
     {ir::OpKind::AvgPool2d, rulePool2d},

@@ -208,6 +208,12 @@ LogicalResult kernelReshape(const KernelArgs &args) {
   return success();
 }
 
+// A training step's mode_select is its train operand (a forward program
+// has none left: the eval-mode pass picks).
+LogicalResult kernelModeSelect(const KernelArgs &args) {
+  return kernelReshape(args);
+}
+
 // x[s] -> out[t], t[i] = s[perm[i]].
 LogicalResult kernelTranspose(const KernelArgs &args) {
   const ir::TensorType &in = *args.in[0].type;

@@ -471,6 +471,7 @@ CudaKernelFn cudaKernelFor(ir::OpKind kind) {
   case OpKind::Matmul:
     return kMatmul;
   case OpKind::Reshape:
+  case OpKind::ModeSelect: // a training step's: the train operand
     return kReshape;
   case OpKind::Transpose:
     return kTranspose;

@@ -219,7 +219,7 @@ std::unique_ptr<backend::Executable> forwardFromStep(const ir::Module &step,
                                      n.startswith("grad.");
                             }),
              outs.end());
-  if (failed(runPipeline(*module, "accuracy,dce", diag)))
+  if (failed(runPipeline(*module, "eval-mode,accuracy,dce", diag)))
     return nullptr;
   return backend::buildExecutable(std::move(module),
                                   backend::cpu::scratchBytes);

@@ -23,7 +23,7 @@ namespace mgc::session {
 inline constexpr const char *kTrainingPipeline =
     "mixed-precision,autodiff,optimizer,canonicalize,cse,dce,fuse";
 inline constexpr const char *kForwardPipeline =
-    "mixed-precision,accuracy,canonicalize,cse,dce,fuse";
+    "eval-mode,mixed-precision,accuracy,canonicalize,cse,dce,fuse";
 // What runs on each device program of a mesh before it is scheduled.
 inline constexpr const char *kDeviceProgramPipeline = "fuse";
 // Module attribute that carries the model's identity into executables (a

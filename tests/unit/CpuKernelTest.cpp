@@ -74,6 +74,9 @@ bool buildCase(OpKind kind, OpCase &c) {
   case OpKind::Softplus:
     result = unary();
     break;
+  case OpKind::ModeSelect:
+    result = binary();
+    break;
   case OpKind::Where:
     result =
         c.op(kind, {c.ids("c", {3, 5}), c.x("a", {3, 5}), c.x("b", {3, 5})});

@@ -164,6 +164,9 @@ bool buildCases(OpKind kind, Case &c) {
     c.out("dx", c.op(kind, {c.x("dy", {3, 1, 5}), x, y}, attrs));
     break;
   }
+  case OpKind::ModeSelect:
+    binary();
+    break;
   case OpKind::Where:
     c.out("small",
           c.op(kind, {c.x("c", {3, 5}), c.x("a", {3, 5}), c.x("b", {3, 5})}));

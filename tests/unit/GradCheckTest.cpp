@@ -86,6 +86,8 @@ const std::vector<std::pair<std::string, Builder>> &allCases() {
        }},
       {"minimum", binary(OpKind::Minimum)},
       {"maximum", binary(OpKind::Maximum)},
+      {"mode_select (the training step's choice: the train operand)",
+       binary(OpKind::ModeSelect)},
       {"where",
        [](GradCase &c) {
          Value *cond = c.ints("c", {2, 3}, {1, 0, 0, 1, 1, 0});

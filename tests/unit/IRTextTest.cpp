@@ -153,6 +153,7 @@ struct AllOpsModule {
     // Convolution and pooling over an image batch.
     Value *img = g.addInput("img", f32({2, 4, 6, 6}));
     Value *filt = g.addParam("filt", f32({8, 2, 3, 3}), Init{InitKind::Zeros});
+    filt->setFrozen(true); // printed and parsed as `frozen`
     using Ints = std::vector<int64_t>;
     Attrs conv{{"stride", Ints{2, 2}},
                {"padding", Ints{1, 1}},

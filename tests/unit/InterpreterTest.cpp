@@ -578,6 +578,7 @@ TEST_CASE("interp: every op kind is evaluated") {
       {OpKind::Sign, unary(OpKind::Sign)},
       {OpKind::Pow, binary(OpKind::Pow)},
       {OpKind::Softplus, unary(OpKind::Softplus)},
+      {OpKind::ModeSelect, binary(OpKind::ModeSelect)},
       {OpKind::Where,
        [](InterpFixture &f) {
          return f.op(OpKind::Where, {f.input("c", i32({2}), {1, 0}),

@@ -99,7 +99,7 @@ TEST_CASE("the registry lists every pass, in the order of Passes.def") {
     CHECK(p->name() == info.name);
   }
   CHECK(names == std::vector<std::string>{"canonicalize", "cse", "dce",
-                                          "mixed-precision", "accuracy", "autodiff",
+                                          "mixed-precision", "eval-mode", "accuracy", "autodiff",
                                           "optimizer", "shard-strategy",
                                           "shard", "bucket", "fuse"});
 }
@@ -147,7 +147,7 @@ TEST_CASE("an unknown pass is reported with the list of known passes") {
   CHECK(failed(pm.parsePipeline("canonicalize,csee", f.diag)));
   CHECK(f.diags() ==
         "mgc: error: unknown pass 'csee' in --passes; known "
-        "passes: canonicalize, cse, dce, mixed-precision, accuracy, autodiff, optimizer, "
+        "passes: canonicalize, cse, dce, mixed-precision, eval-mode, accuracy, autodiff, optimizer, "
         "shard-strategy, shard, bucket, fuse\n");
   // Nothing was added: the module is untouched.
   std::string before = printModuleToString(f.module);

@@ -162,6 +162,9 @@ std::vector<CaseDef> caseDefs() {
   add("pow", [](Case &c) {
     c.make(OpKind::Pow, {c.positive({5, 4}), c.rand({5, 4})});
   });
+  add("mode_select", [](Case &c) {
+    c.make(OpKind::ModeSelect, {c.rand({5, 4}), c.rand({5, 4})});
+  });
   add("where", [](Case &c) {
     c.make(OpKind::Where,
            {c.intsIn({5, 4}, 0, 2), c.rand({5, 4}), c.rand({5, 4})});
