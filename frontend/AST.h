@@ -97,10 +97,15 @@ struct ConstDecl {
   ExprPtr value;
 };
 
+// A tensor argument `x: f32[B, C, H, W]`, or a constant parameter
+// `const C [= default]`: a number given by the call (`C = 64`), taken from
+// a tensor argument whose type names it as a dimension, or its default.
 struct BlockArg {
   std::string name;
   Loc loc;
-  TypeExpr type;
+  TypeExpr type;             // tensor arguments
+  bool isConst = false;
+  ExprPtr defaultValue;      // constant parameters, may be null
 };
 
 struct BlockDecl {

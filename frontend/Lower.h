@@ -131,6 +131,7 @@ private:
   Val callBlock(const Expr &e, const BlockDecl &block, std::string path,
                 Frame &frame);
   Val instantiate(const BlockDecl &block, std::vector<Val> args,
+                  const std::map<std::string, std::pair<Number, Loc>> &given,
                   const Expr &call, std::string path);
 
   // ---- Expressions (LowerExpr.cpp) ----
@@ -162,7 +163,15 @@ private:
     Number value;
     Loc loc;
   };
+  // The constants in scope: the file's (globalConsts_), and inside a block
+  // instance its constant parameters too.
   std::map<std::string, ConstInfo> consts_;
+  std::map<std::string, ConstInfo> globalConsts_;
+  std::optional<Number> evalConstCall(const Expr &e);
+  bool bindBlockConstants(
+      const BlockDecl &block, llvm::ArrayRef<Val> args,
+      const std::map<std::string, std::pair<Number, Loc>> &given,
+      const Expr &call, std::map<std::string, ConstInfo> &out);
   // Constants whose definition (or -D override) had an error, reported
   // there: their uses are not reported again as unknown.
   std::set<std::string> badConsts_;

@@ -43,31 +43,142 @@ Val Lowerer::lowerCall(const Expr &e, Frame &frame) {
 
 Val Lowerer::callBlock(const Expr &e, const BlockDecl &block, std::string path,
                        Frame &frame) {
-  if (!e.kwargs.empty()) {
-    error(e.kwargs[0].loc,
-          "block '" + block.name + "' takes positional arguments only");
-    return Val::poison();
-  }
+  std::vector<const BlockArg *> tensors, constants;
+  for (const BlockArg &a : block.args)
+    (a.isConst ? constants : tensors).push_back(&a);
+  auto signature = [&] {
+    std::string s;
+    for (const BlockArg &a : block.args)
+      s += std::string(s.empty() ? "" : ", ") + (a.isConst ? "const " : "") + a.name;
+    return "(" + s + ")";
+  };
+  // Tensors first, then the constants in order; keywords name constants.
   std::vector<Val> args;
+  std::map<std::string, std::pair<Number, Loc>> given;
   bool bad = false;
-  for (const ExprPtr &a : e.args) {
-    args.push_back(lowerExpr(*a, frame));
-    bad |= args.back().isPoison();
+  for (size_t i = 0; i < e.args.size(); ++i) {
+    Val v = lowerExpr(*e.args[i], frame);
+    bad |= v.isPoison();
+    if (i < tensors.size()) {
+      args.push_back(v);
+    } else if (i - tensors.size() < constants.size()) {
+      if (!v.isPoison() && v.kind != Val::Num) {
+        error(e.args[i]->loc, "constant '" + constants[i - tensors.size()]->name +
+                                  "' of block '" + block.name +
+                                  "' must be a number");
+        bad = true;
+      }
+      given[constants[i - tensors.size()]->name] = {v.num, e.args[i]->loc};
+    }
   }
-  if (e.args.size() != block.args.size()) {
+  if (e.args.size() < tensors.size() ||
+      e.args.size() > tensors.size() + constants.size()) {
     error(e.loc, "block '" + block.name + "' takes " +
-                     plural(block.args.size(), "argument") + ", got " +
+                     plural(tensors.size(), "tensor argument") +
+                     (constants.empty() ? "" : " and up to " +
+                      plural(constants.size(), "constant")) +
+                     " " + signature() + ", got " +
                      std::to_string(e.args.size()));
     note(block.loc, "'" + block.name + "' is defined here");
     return Val::poison();
   }
+  for (const KeywordArg &kw : e.kwargs) {
+    auto it = std::find_if(constants.begin(), constants.end(),
+                           [&](const BlockArg *a) { return a->name == kw.name; });
+    if (it == constants.end()) {
+      error(kw.loc, "block '" + block.name + "' has no constant '" + kw.name +
+                        "' " + signature());
+      note(block.loc, "'" + block.name + "' is defined here");
+      return Val::poison();
+    }
+    if (given.count(kw.name)) {
+      error(kw.loc, "constant '" + kw.name + "' of block '" + block.name +
+                        "' is given twice");
+      return Val::poison();
+    }
+    Val v = lowerExpr(*kw.value, frame);
+    if (v.isPoison())
+      return v;
+    if (v.kind != Val::Num) {
+      error(kw.value->loc, "constant '" + kw.name + "' of block '" +
+                               block.name + "' must be a number");
+      return Val::poison();
+    }
+    given[kw.name] = {v.num, kw.loc};
+  }
   if (bad || badBlocks_.count(&block))
     return Val::poison();
-  return instantiate(block, std::move(args), e, std::move(path));
+  return instantiate(block, std::move(args), given, e, std::move(path));
 }
 
-Val Lowerer::instantiate(const BlockDecl &block, std::vector<Val> args,
-                         const Expr &call, std::string path) {
+// The constants of an instance: given by the call, else the dimension of a
+// tensor argument that the declared type names by the constant, else the
+// default. Sets them in `out` (a constant scope of the globals).
+bool Lowerer::bindBlockConstants(
+    const BlockDecl &block, llvm::ArrayRef<Val> args,
+    const std::map<std::string, std::pair<Number, Loc>> &given,
+    const Expr &call, std::map<std::string, ConstInfo> &out) {
+  std::set<std::string> params;
+  for (const BlockArg &a : block.args)
+    if (a.isConst) {
+      params.insert(a.name);
+      if (auto g = given.find(a.name); g != given.end())
+        out[a.name] = ConstInfo{g->second.first, a.loc};
+    }
+  size_t t = 0;
+  for (const BlockArg &a : block.args) {
+    if (a.isConst)
+      continue;
+    const Val &v = args[t++];
+    if (v.kind != Val::Tensor || v.tensor->type().rank() != int64_t(a.type.dims.size()))
+      continue; // reported when the types are compared
+    for (size_t d = 0; d < a.type.dims.size(); ++d) {
+      const Expr &dim = *a.type.dims[d];
+      if (dim.kind != ExprKind::Name || !params.count(dim.name))
+        continue;
+      Number n = Number::ofInt(v.tensor->type().shape[d]);
+      auto [it, fresh] = out.emplace(dim.name, ConstInfo{n, a.loc});
+      if (!fresh && !(it->second.value.isInt && it->second.value.asInt() ==
+                                                    n.asInt())) {
+        error(call.args[t - 1]->loc,
+              "argument " + std::to_string(t) + " of block '" + block.name +
+                  "' has type " + v.tensor->type().str() + ": dimension " +
+                  std::to_string(d) + " is " + std::to_string(*n.asInt()) +
+                  ", but constant '" + dim.name + "' is " +
+                  it->second.value.str());
+        note(a.loc, "'" + a.name + "' is declared here");
+        return false;
+      }
+    }
+  }
+  for (const BlockArg &a : block.args) {
+    if (!a.isConst || out.count(a.name))
+      continue;
+    if (!a.defaultValue) {
+      error(call.loc, "block '" + block.name + "' needs constant '" + a.name +
+                          "': give it (" + a.name +
+                          " = ...) or pass a tensor whose declared type "
+                          "names it as a dimension");
+      note(a.loc, "'" + a.name + "' is declared here");
+      return false;
+    }
+    // Defaults see the globals and the constants bound so far.
+    std::map<std::string, ConstInfo> saved = consts_;
+    for (const auto &[n, c] : out)
+      consts_[n] = c;
+    std::optional<Number> v = evalConst(*a.defaultValue);
+    consts_ = std::move(saved);
+    if (!v)
+      return false;
+    out[a.name] = ConstInfo{*v, a.loc};
+  }
+  return true;
+}
+
+Val Lowerer::instantiate(
+    const BlockDecl &block, std::vector<Val> args,
+    const std::map<std::string, std::pair<Number, Loc>> &given,
+    const Expr &call, std::string path) {
   if (std::find(callStack_.begin(), callStack_.end(), &block) !=
       callStack_.end()) {
     error(call.loc, "block '" + block.name + "' is called recursively");
@@ -85,12 +196,25 @@ Val Lowerer::instantiate(const BlockDecl &block, std::vector<Val> args,
     aborted_ = true;
     return Val::poison();
   }
+  // The instance sees the globals and its own constants, not its caller's.
+  std::map<std::string, ConstInfo> scope = globalConsts_;
+  if (!bindBlockConstants(block, args, given, call, scope))
+    return Val::poison();
+  struct RestoreConsts {
+    std::map<std::string, ConstInfo> &consts, saved;
+    ~RestoreConsts() { consts = std::move(saved); }
+  } restore{consts_, std::move(consts_)};
+  consts_ = std::move(scope);
   Frame inner;
   inner.path = path;
   inner.block = &block;
   inner.body = &block.body;
-  for (size_t i = 0; i < block.args.size(); ++i) {
-    const BlockArg &decl = block.args[i];
+  std::vector<const BlockArg *> tensorDecls;
+  for (const BlockArg &a : block.args)
+    if (!a.isConst)
+      tensorDecls.push_back(&a);
+  for (size_t i = 0; i < tensorDecls.size(); ++i) {
+    const BlockArg &decl = *tensorDecls[i];
     std::optional<TensorType> type = evalType(decl.type);
     if (!type)
       return Val::poison();

@@ -5,6 +5,7 @@
 #include "llvm/ADT/StringExtras.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace mgc::frontend {
 
@@ -54,14 +55,83 @@ std::optional<Number> Lowerer::evalConst(const Expr &e) {
       error(e.loc, r.error);
     return r.value;
   }
+  case ExprKind::Call:
+    if (std::optional<Number> v = evalConstCall(e))
+      return v;
+    return std::nullopt;
   case ExprKind::Bool:
   case ExprKind::List:
-  case ExprKind::Call:
     error(e.loc, "expected a constant expression (numbers, constants and "
                  "+ - * /)");
     return std::nullopt;
   }
   return std::nullopt;
+}
+
+// The pure functions of constant expressions: sqrt, exp, log (floats),
+// floor, ceil (integers), abs, min and max (integers stay integers).
+std::optional<Number> Lowerer::evalConstCall(const Expr &e) {
+  static const char *const kFunctions[] = {"sqrt", "exp",  "log", "floor",
+                                           "ceil", "abs",  "min", "max"};
+  const std::string &fn = e.name;
+  bool known = std::find(std::begin(kFunctions), std::end(kFunctions), fn) !=
+               std::end(kFunctions);
+  if (!known) {
+    error(e.loc, "'" + fn + "' is not a function of constant expressions "
+                 "(sqrt, exp, log, floor, ceil, abs, min, max)");
+    return std::nullopt;
+  }
+  size_t arity = fn == "min" || fn == "max" ? 2 : 1;
+  if (e.args.size() != arity || !e.kwargs.empty()) {
+    error(e.loc, "'" + fn + "' takes " + std::to_string(arity) +
+                     (arity == 1 ? " number" : " numbers"));
+    return std::nullopt;
+  }
+  std::vector<Number> a;
+  for (const ExprPtr &arg : e.args) {
+    std::optional<Number> v = evalConst(*arg);
+    if (!v)
+      return std::nullopt;
+    a.push_back(*v);
+  }
+  double x = a[0].asDouble();
+  auto real = [&](double v) -> std::optional<Number> {
+    if (!std::isfinite(v)) {
+      error(e.loc, "'" + fn + "' of " + a[0].str() + " is not a finite number");
+      return std::nullopt;
+    }
+    return Number::ofFloat(v);
+  };
+  auto whole = [&](double v) -> std::optional<Number> {
+    if (!(std::abs(v) < 9.2e18)) {
+      error(e.loc, "'" + fn + "' of " + a[0].str() + " does not fit in 64 bits");
+      return std::nullopt;
+    }
+    return Number::ofInt(static_cast<int64_t>(v));
+  };
+  if (fn == "sqrt")
+    return x >= 0 ? real(std::sqrt(x)) : real(NAN);
+  if (fn == "exp")
+    return real(std::exp(x));
+  if (fn == "log")
+    return x > 0 ? real(std::log(x)) : real(NAN);
+  if (fn == "floor")
+    return whole(std::floor(x));
+  if (fn == "ceil")
+    return whole(std::ceil(x));
+  if (fn == "abs") {
+    if (!a[0].isInt || a[0].i >= 0)
+      return a[0].isInt ? a[0] : Number::ofFloat(std::abs(x));
+    NumberOrError r = applyNeg(a[0]); // refuses the most negative integer
+    if (!r.value)
+      error(e.loc, r.error);
+    return r.value;
+  }
+  bool pickFirst = fn == "min" ? x <= a[1].asDouble() : x >= a[1].asDouble();
+  Number r = pickFirst ? a[0] : a[1];
+  if (a[0].isInt != a[1].isInt)
+    r = Number::ofFloat(r.asDouble());
+  return r;
 }
 
 void Lowerer::lowerConsts(const FileAST &file) {
@@ -118,6 +188,7 @@ void Lowerer::lowerConsts(const FileAST &file) {
     diag_.error("-D " + name + "=" + text + ": no constant named '" + name +
                 "' in the model file" + suggest(name, names));
   }
+  globalConsts_ = consts_;
 }
 
 std::optional<TensorType> Lowerer::evalType(const TypeExpr &t) {

@@ -210,12 +210,19 @@ private:
     if (!at(Tok::RParen)) {
       do {
         BlockArg arg;
-        if (!expectIdent(arg.name, arg.loc, "an argument name"))
+        arg.isConst = accept(Tok::KwConst);
+        if (!expectIdent(arg.name, arg.loc,
+                         arg.isConst ? "a constant name" : "an argument name"))
           return false;
-        if (!expect(Tok::Colon, "after the argument name"))
-          return false;
-        if (!parseType(arg.type))
-          return false;
+        if (arg.isConst) {
+          if (accept(Tok::Equal) && !(arg.defaultValue = parseExpr()))
+            return false;
+        } else {
+          if (!expect(Tok::Colon, "after the argument name"))
+            return false;
+          if (!parseType(arg.type))
+            return false;
+        }
         block.args.push_back(std::move(arg));
       } while (accept(Tok::Comma));
     }

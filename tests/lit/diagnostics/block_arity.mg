@@ -5,7 +5,7 @@ block f(x: f32[8], y: f32[8]) -> f32[8] {
 }
 model m {
   input x: f32[8]
-  // CHECK: {{.*}}block_arity.mg:[[@LINE+2]]:14: error: block 'f' takes 2 arguments, got 1
+  // CHECK: {{.*}}block_arity.mg:[[@LINE+2]]:14: error: block 'f' takes 2 tensor arguments (x, y), got 1
   // CHECK: {{.*}}block_arity.mg:3:7: note: 'f' is defined here
   output y = f(x)
 }
