@@ -175,7 +175,8 @@ void Lowerer::lowerStmt(const Stmt &s, Frame &frame) {
   }
   case StmtKind::Param: {
     std::optional<TensorType> type = evalType(s.type);
-    std::optional<ir::Init> init = evalInit(s.init.get());
+    std::optional<ir::Init> init =
+        type ? evalInit(s.init.get(), *type) : std::nullopt;
     if (!checkNewName(s.name, s.nameLoc, frame) || !type || !init) {
       frame.names.emplace(
           s.name, Binding{Val::poison(), s.nameLoc, BindingKind::Param});

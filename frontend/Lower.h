@@ -95,7 +95,8 @@ private:
   void lowerConsts(const FileAST &file);
   std::optional<Number> evalConst(const Expr &e);
   std::optional<ir::TensorType> evalType(const TypeExpr &t);
-  std::optional<ir::Init> evalInit(const Expr *e);
+  // The initialiser of a parameter of type `type` (kaiming_* need its fans).
+  std::optional<ir::Init> evalInit(const Expr *e, const ir::TensorType &type);
   bool checkSize(const ir::TensorType &t, Loc loc);
 
   // ---- Blocks, statements, train section, warnings (Lower.cpp) ----

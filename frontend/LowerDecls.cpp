@@ -240,7 +240,33 @@ bool Lowerer::checkSize(const TensorType &t, Loc loc) {
   return false;
 }
 
-std::optional<ir::Init> Lowerer::evalInit(const Expr *e) {
+namespace {
+
+// The fans of a weight, for kaiming_*: [in, out] for a matrix (x @ w, the
+// language's layout), [out, in, k...] for a convolution's filters (the
+// window counted in both), the length for a vector.
+void weightFans(const TensorType &t, double &fanIn, double &fanOut) {
+  const ir::Shape &s = t.shape;
+  if (s.size() == 2) {
+    fanIn = double(s[0]);
+    fanOut = double(s[1]);
+    return;
+  }
+  if (s.size() < 2) {
+    fanIn = fanOut = s.empty() ? 1.0 : double(s[0]);
+    return;
+  }
+  double window = 1;
+  for (size_t d = 2; d < s.size(); ++d)
+    window *= double(s[d]);
+  fanIn = double(s[1]) * window;
+  fanOut = double(s[0]) * window;
+}
+
+} // namespace
+
+std::optional<ir::Init> Lowerer::evalInit(const Expr *e,
+                                          const TensorType &type) {
   if (!e)
     return ir::Init{ir::InitKind::Zeros, 0, 0};
   struct Kind {
@@ -254,12 +280,18 @@ std::optional<ir::Init> Lowerer::evalInit(const Expr *e) {
       {"normal", ir::InitKind::Normal, {"mean", "std"}},
       {"uniform", ir::InitKind::Uniform, {"low", "high"}},
       {"xavier", ir::InitKind::Xavier, {}},
+      {"trunc_normal", ir::InitKind::TruncNormal, {"mean", "std"}},
+      // Sugar for normal and uniform with the bound from the shape.
+      {"kaiming_normal", ir::InitKind::Normal, {"a"}},
+      {"kaiming_uniform", ir::InitKind::Uniform, {"a"}},
   };
   if (e->kind != ExprKind::Name && e->kind != ExprKind::Call) {
     error(e->loc, "expected an initialiser: zeros, ones, normal(mean, std), "
-                  "uniform(low, high) or xavier");
+                  "uniform(low, high), xavier, trunc_normal(mean, std), "
+                  "kaiming_normal(a) or kaiming_uniform(a)");
     return std::nullopt;
   }
+  bool kaiming = llvm::StringRef(e->name).startswith("kaiming_");
   const Kind *kind = nullptr;
   for (const Kind &k : kinds)
     if (e->name == k.name)
@@ -267,13 +299,16 @@ std::optional<ir::Init> Lowerer::evalInit(const Expr *e) {
   if (!kind) {
     error(e->loc, "unknown initialiser '" + e->name + "'" +
                       suggest(e->name, {"zeros", "ones", "normal", "uniform",
-                                        "xavier"}) +
+                                        "xavier", "trunc_normal",
+                                        "kaiming_normal", "kaiming_uniform"}) +
                       " (initialisers: zeros, ones, normal(mean, std), "
-                      "uniform(low, high), xavier)");
+                      "uniform(low, high), xavier, trunc_normal(mean, std), "
+                      "kaiming_normal(a, mode), kaiming_uniform(a, mode))");
     return std::nullopt;
   }
   size_t given =
       e->kind == ExprKind::Call ? e->args.size() + e->kwargs.size() : 0;
+  bool fanOutMode = false;
   std::vector<std::optional<double>> values(kind->args.size());
   if (e->kind == ExprKind::Call) {
     if (e->args.size() > kind->args.size()) {
@@ -289,6 +324,16 @@ std::optional<ir::Init> Lowerer::evalInit(const Expr *e) {
       values[i] = n->asDouble();
     }
     for (const KeywordArg &kw : e->kwargs) {
+      if (kaiming && kw.name == "mode") {
+        if (kw.value->kind != ExprKind::Name ||
+            (kw.value->name != "fan_in" && kw.value->name != "fan_out")) {
+          error(kw.value->loc, "mode of '" + e->name +
+                                   "' is fan_in or fan_out");
+          return std::nullopt;
+        }
+        fanOutMode = kw.value->name == "fan_out";
+        continue;
+      }
       auto it = std::find_if(kind->args.begin(), kind->args.end(),
                              [&](const char *a) { return kw.name == a; });
       if (it == kind->args.end()) {
@@ -308,6 +353,19 @@ std::optional<ir::Init> Lowerer::evalInit(const Expr *e) {
       values[idx] = n->asDouble();
     }
   }
+  if (kaiming) {
+    // He et al. 2015, as torch.nn.init.kaiming_*_ with nonlinearity
+    // leaky_relu of negative slope a (a = 0: ReLU): std = gain / sqrt(fan),
+    // gain = sqrt(2 / (1 + a^2)); the uniform bound is sqrt(3) std.
+    double a = values[0].value_or(0.0), fanIn = 1, fanOut = 1;
+    weightFans(type, fanIn, fanOut);
+    double fan = std::max(1.0, fanOutMode ? fanOut : fanIn);
+    double std = std::sqrt(2.0 / (1.0 + a * a)) / std::sqrt(fan);
+    if (kind->kind == ir::InitKind::Normal)
+      return ir::Init{ir::InitKind::Normal, 0.0, std};
+    return ir::Init{ir::InitKind::Uniform, -std::sqrt(3.0) * std,
+                    std::sqrt(3.0) * std};
+  }
   for (size_t i = 0; i < values.size(); ++i)
     if (!values[i]) {
       error(e->loc, "initialiser '" + e->name + "' needs " +
@@ -320,9 +378,11 @@ std::optional<ir::Init> Lowerer::evalInit(const Expr *e) {
     }
   ir::Init init{kind->kind, values.size() > 0 ? *values[0] : 0,
                 values.size() > 1 ? *values[1] : 0};
-  if (init.kind == ir::InitKind::Normal && !(init.b >= 0)) {
-    error(e->loc,
-          "normal initialiser needs std >= 0, got " + ir::formatDouble(init.b));
+  if ((init.kind == ir::InitKind::Normal ||
+       init.kind == ir::InitKind::TruncNormal) &&
+      !(init.b >= 0)) {
+    error(e->loc, e->name + " initialiser needs std >= 0, got " +
+                      ir::formatDouble(init.b));
     return std::nullopt;
   }
   if (init.kind == ir::InitKind::Uniform && !(init.a <= init.b)) {

@@ -31,6 +31,9 @@ std::string formatInit(const Init &init) {
   case InitKind::Uniform:
     return "uniform(" + formatDouble(init.a) + ", " + formatDouble(init.b) +
            ")";
+  case InitKind::TruncNormal:
+    return "trunc_normal(" + formatDouble(init.a) + ", " +
+           formatDouble(init.b) + ")";
   }
   return "?";
 }

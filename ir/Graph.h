@@ -35,8 +35,17 @@ llvm::StringRef valueKindWord(ValueKind kind);
 
 // How a parameter is initialised. normal(mean = a, std = b),
 // uniform(low = a, high = b), xavier (uniform with the Glorot bound from
-// the last two dimensions).
-enum class InitKind : uint8_t { Zeros, Ones, Normal, Uniform, Xavier };
+// the last two dimensions), trunc_normal(mean = a, std = b): normal values
+// outside mean +- 2 std drawn again. (The language's kaiming_* initialisers
+// are normal and uniform with bounds from the shape.)
+enum class InitKind : uint8_t {
+  Zeros,
+  Ones,
+  Normal,
+  Uniform,
+  Xavier,
+  TruncNormal
+};
 struct Init {
   InitKind kind = InitKind::Zeros;
   double a = 0;

@@ -62,6 +62,17 @@ HostTensor initParameterSlab(const Value &param, uint64_t seed,
       return init.a + (init.b - init.a) * uniform01(seed, stream, at);
     case InitKind::Xavier:
       return -r + 2 * r * uniform01(seed, stream, at);
+    case InitKind::TruncNormal: {
+      // Drawn again (from the next stream) while outside +-2: at most a
+      // handful of tries (each succeeds with probability 0.954); after 64
+      // the mean, which no seed reaches in practice.
+      for (uint64_t k = 0; k < 64; ++k) {
+        double z = standardNormal(seed, stream + k, at);
+        if (std::abs(z) <= 2)
+          return init.a + init.b * z;
+      }
+      return init.a;
+    }
     }
     return 0.0;
   };

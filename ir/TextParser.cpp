@@ -233,11 +233,13 @@ LogicalResult TextParser::parseInit(Init &init) {
     consume();
     return success();
   }
-  if (word != "normal" && word != "uniform")
+  if (word != "normal" && word != "uniform" && word != "trunc_normal")
     return errorAt(kindTok, "unknown initialiser " + describeToken(kindTok) +
-                                " (expected zeros, ones, xavier, normal or "
-                                "uniform)");
-  init.kind = word == "normal" ? InitKind::Normal : InitKind::Uniform;
+                                " (expected zeros, ones, xavier, normal, "
+                                "uniform or trunc_normal)");
+  init.kind = word == "normal"    ? InitKind::Normal
+              : word == "uniform" ? InitKind::Uniform
+                                  : InitKind::TruncNormal;
   consume();
   if (failed(expect(TokenKind::LParen, "'(' after '" + word + "'")) ||
       failed(parseNumber(init.a, "a number")) ||

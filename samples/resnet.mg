@@ -20,7 +20,7 @@ const B = 128, W = 64, HW = 32, K = 10
 // conv + bn pairs; weights by kaiming_normal (fan_out, as torchvision).
 block conv_bn(x: f32[B, CIN, H, H], const CIN, const H, const COUT,
               const KS = 3, const STRIDE = 1) {
-  param w: f32[COUT, CIN, KS, KS] = normal(0, sqrt(2 / (COUT * KS * KS)))
+  param w: f32[COUT, CIN, KS, KS] = kaiming_normal(mode = fan_out)
   param gamma: f32[COUT] = ones
   param beta: f32[COUT] = zeros
   buffer running_mean: f32[COUT] = zeros
@@ -56,7 +56,7 @@ model resnet18 {
   h = basic(h)
   h = down(h, COUT = 8 * W)     // stage 4: 8W channels, HW/8 x HW/8
   h = basic(h)
-  param w_fc: f32[8 * W, K] = uniform(-1 / sqrt(8 * W), 1 / sqrt(8 * W))
+  param w_fc: f32[8 * W, K] = kaiming_uniform(a = sqrt(5))  // nn.Linear's
   param b_fc: f32[K] = uniform(-1 / sqrt(8 * W), 1 / sqrt(8 * W))
   output logits = global_avg_pool(h) @ w_fc + b_fc
   loss = cross_entropy(logits, y)

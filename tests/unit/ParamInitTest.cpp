@@ -88,10 +88,32 @@ TEST_CASE("initParameter: uniform and xavier stay within their bounds") {
   CHECK(maxAbs1 > 0.98 * r1);
 }
 
+TEST_CASE("initParameter: trunc_normal stays within mean +- 2 std, with "
+          "the truncated normal's spread") {
+  HostTensor t =
+      initOne("t", {20000}, Init{InitKind::TruncNormal, 1.0, 0.5}, 3);
+  double lo = 1e9, hi = -1e9, sum = 0, sq = 0;
+  for (double x : t.data) {
+    lo = std::min(lo, x);
+    hi = std::max(hi, x);
+    sum += x;
+    sq += (x - 1.0) * (x - 1.0);
+  }
+  double n = double(t.data.size());
+  CHECK(lo >= 0.0);
+  CHECK(hi <= 2.0);
+  CHECK(lo < 0.02); // the whole range is used
+  CHECK(hi > 1.98);
+  CHECK(std::abs(sum / n - 1.0) < 0.01);
+  // A normal truncated at 2 std has std 0.8796 times the untruncated one.
+  CHECK(std::abs(std::sqrt(sq / n) - 0.8796 * 0.5) < 0.01);
+}
+
 TEST_CASE("initParameterSlab: a box holds the whole tensor's elements there, "
           "for every initialiser") {
   for (InitKind kind : {InitKind::Zeros, InitKind::Ones, InitKind::Normal,
-                        InitKind::Uniform, InitKind::Xavier}) {
+                        InitKind::Uniform, InitKind::Xavier,
+                        InitKind::TruncNormal}) {
     Graph g;
     Shape shape = {3, 5, 4};
     Value *p =
