@@ -153,6 +153,9 @@ struct Output {
 // the optimizer pass turns it into an update; a forward program drops it
 // (the eval-mode pass).
 inline constexpr const char *kBufferOutputPrefix = "buffer.";
+inline bool isBufferOutput(const Output &o) {
+  return llvm::StringRef(o.name).startswith(kBufferOutputPrefix);
+}
 
 struct Update {
   Value *target = nullptr;

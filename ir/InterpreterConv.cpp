@@ -59,15 +59,16 @@ template <typename F> void forEachPoolPixel(const WindowDims &d, F f) {
             }
 }
 
-// The input index of the maximum of each window: the first pixel that is
-// larger than all before it, or NaN (PyTorch's choice).
+// The input index of the maximum of each window (WindowDims::argmax).
 std::vector<int64_t> argmaxes(const WindowDims &d, const double *x) {
-  std::vector<int64_t> best(d.n * d.k * d.oh * d.ow, -1);
-  forEachPoolPixel(d, [&](int64_t o, int64_t in) {
-    if (best[o] < 0 || x[in] > x[best[o]] ||
-        (std::isnan(x[in]) && !std::isnan(x[best[o]])))
-      best[o] = in;
-  });
+  std::vector<int64_t> best;
+  for (int64_t plane = 0; plane < d.n * d.c; ++plane) {
+    const double *p = x + plane * d.h * d.w;
+    for (int64_t oy = 0; oy < d.oh; ++oy)
+      for (int64_t ox = 0; ox < d.ow; ++ox)
+        best.push_back(plane * d.h * d.w +
+                       d.argmax(oy, ox, [&](int64_t at) { return p[at]; }));
+  }
   return best;
 }
 

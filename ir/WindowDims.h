@@ -50,6 +50,36 @@ struct WindowDims {
     return y >= 0 && y < h && x >= 0 && x < w;
   }
 
+  // The output row whose window row i reads input row y, or -1 (y = oy *
+  // strideH - padH + i * dilH); likewise the column.
+  MGC_HOST_DEVICE int64_t outRow(int64_t y, int64_t i) const {
+    return origin(y + padH - i * dilH, strideH, oh);
+  }
+  MGC_HOST_DEVICE int64_t outCol(int64_t x, int64_t j) const {
+    return origin(x + padW - j * dilW, strideW, ow);
+  }
+
+  // The offset in its plane (y * w + x) of the maximum of window (oy, ox),
+  // with value(offset) reading the plane: the first pixel (row by row)
+  // larger than all before it, or the first NaN, as PyTorch picks.
+  template <typename Value>
+  MGC_HOST_DEVICE int64_t argmax(int64_t oy, int64_t ox, Value value) const {
+    int64_t best = -1;
+    double bestValue = 0;
+    for (int64_t i = 0; i < r; ++i)
+      for (int64_t j = 0; j < s; ++j) {
+        int64_t y = inRow(oy, i), x = inCol(ox, j);
+        if (!inside(y, x))
+          continue;
+        double v = value(y * w + x);
+        if (best < 0 || v > bestValue || (v != v && bestValue == bestValue)) {
+          best = y * w + x;
+          bestValue = v;
+        }
+      }
+    return best;
+  }
+
   // The divisor of avg_pool2d at output pixel (oy, ox).
   MGC_HOST_DEVICE int64_t poolCount(int64_t oy, int64_t ox) const {
     if (countPadding)
@@ -74,6 +104,14 @@ struct WindowDims {
                                          int64_t dil) {
     int64_t span = in + 2 * pad - dil * (window - 1) - 1;
     return span < 0 ? 0 : span / stride + 1;
+  }
+
+private:
+  static MGC_HOST_DEVICE int64_t origin(int64_t top, int64_t stride,
+                                        int64_t out) {
+    if (top < 0 || top % stride != 0 || top / stride >= out)
+      return -1;
+    return top / stride;
   }
 };
 

@@ -5,12 +5,10 @@
 // are dropped. dce then removes the batch statistics nothing reads any
 // more. Runs first in the forward pipelines; a training step keeps
 // mode_select, which gives its train operand there.
-#include "passes/Optimizer.h"
 #include "passes/PassManager.h"
 
 #include "llvm/ADT/DenseMap.h"
-
-#include <algorithm>
+#include "llvm/ADT/STLExtras.h"
 
 namespace mgc::passes {
 
@@ -31,13 +29,7 @@ public:
       g.eraseOpsIf(
           [](const ir::Op &op) { return op.kind() == ir::OpKind::ModeSelect; });
     }
-    auto &outs = g.outputs();
-    outs.erase(std::remove_if(outs.begin(), outs.end(),
-                              [](const ir::Output &o) {
-                                return llvm::StringRef(o.name).startswith(
-                                    kBufferOutputPrefix);
-                              }),
-               outs.end());
+    llvm::erase_if(g.outputs(), ir::isBufferOutput);
     return success();
   }
 };

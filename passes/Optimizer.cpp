@@ -272,12 +272,7 @@ LogicalResult bufferUpdates(ir::Module &module, DiagnosticEngine &diag) {
     }
     g.addUpdate(target, o.value, o.loc);
   }
-  outs.erase(std::remove_if(outs.begin(), outs.end(),
-                            [](const ir::Output &o) {
-                              return llvm::StringRef(o.name).startswith(
-                                  kBufferOutputPrefix);
-                            }),
-             outs.end());
+  llvm::erase_if(outs, ir::isBufferOutput);
   return ok ? success() : failure();
 }
 

@@ -271,44 +271,26 @@ LogicalResult kernelConv2dGradW(const KernelArgs &args) {
 
 namespace {
 
-// The offset in its plane of the maximum of window (oy, ox): the first
-// pixel larger than all before it, or the first NaN.
-template <typename S>
-int64_t windowArgmax(const WindowDims &d, const S *plane, int64_t oy,
-                     int64_t ox) {
-  using E = Elem<S>;
-  int64_t best = -1;
-  double bestValue = 0;
-  for (int64_t i = 0; i < d.r; ++i)
-    for (int64_t j = 0; j < d.s; ++j) {
-      int64_t y = d.inRow(oy, i), x = d.inCol(ox, j);
-      if (!d.inside(y, x))
-        continue;
-      double v = E::load(plane[y * d.w + x]);
-      if (best < 0 || v > bestValue ||
-          (std::isnan(v) && !std::isnan(bestValue))) {
-        best = y * d.w + x;
-        bestValue = v;
-      }
-    }
-  return best;
-}
-
-// Calls f(oy, ox) for every window that covers input pixel (y, x) (the
-// pools have no dilation): window row i = y + pad - oy * stride.
+// Calls f(oy, ox) for every window that covers input pixel (y, x).
 template <typename F>
 void forEachCoveringWindow(const WindowDims &d, int64_t y, int64_t x, F f) {
   for (int64_t i = 0; i < d.r; ++i) {
-    int64_t top = y + d.padH - i;
-    if (top < 0 || top % d.strideH != 0 || top / d.strideH >= d.oh)
+    int64_t oy = d.outRow(y, i);
+    if (oy < 0)
       continue;
-    for (int64_t j = 0; j < d.s; ++j) {
-      int64_t left = x + d.padW - j;
-      if (left < 0 || left % d.strideW != 0 || left / d.strideW >= d.ow)
-        continue;
-      f(top / d.strideH, left / d.strideW);
-    }
+    for (int64_t j = 0; j < d.s; ++j)
+      if (int64_t ox = d.outCol(x, j); ox >= 0)
+        f(oy, ox);
   }
+}
+
+// The offset in its plane of window (oy, ox)'s maximum (WindowDims::argmax).
+template <typename S>
+int64_t windowArgmax(const WindowDims &d, const S *plane, int64_t oy,
+                     int64_t ox) {
+  return d.argmax(oy, ox, [&](int64_t at) -> double {
+    return Elem<S>::load(plane[at]);
+  });
 }
 
 // Runs f(inPlane, outPlane) on every (image, channel) plane in parallel;

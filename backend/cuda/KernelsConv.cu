@@ -12,16 +12,6 @@ namespace {
 
 using ir::WindowDims;
 
-// The output row oy whose window row i reads input row y, or -1: y = oy *
-// stride - pad + i * dil.
-__device__ int64_t windowOrigin(int64_t y, int64_t i, int64_t stride,
-                                int64_t pad, int64_t dil, int64_t out) {
-  int64_t top = y + pad - i * dil;
-  if (top < 0 || top % stride != 0 || top / stride >= out)
-    return -1;
-  return top / stride;
-}
-
 // x[N, C, H, W], w[K, C/g, R, S] -> y[N, K, OH, OW]
 template <typename S>
 __global__ void conv2dKernel(WindowDims d, const S *x, const S *w, S *y) {
@@ -63,11 +53,11 @@ __global__ void conv2dGradXKernel(WindowDims d, const S *dy, const S *w,
     for (int64_t kk = 0; kk < d.kg(); ++kk) {
       int64_t k = g * d.kg() + kk;
       for (int64_t i = 0; i < d.r; ++i) {
-        int64_t oy = windowOrigin(py, i, d.strideH, d.padH, d.dilH, d.oh);
+        int64_t oy = d.outRow(py, i);
         if (oy < 0)
           continue;
         for (int64_t j = 0; j < d.s; ++j) {
-          int64_t ox = windowOrigin(px, j, d.strideW, d.padW, d.dilW, d.ow);
+          int64_t ox = d.outCol(px, j);
           if (ox >= 0)
             sum += E::load(dy[((n * d.k + k) * d.oh + oy) * d.ow + ox]) *
                    E::load(w[((k * d.cg() + ci) * d.r + i) * d.s + j]);
@@ -109,25 +99,14 @@ __global__ void conv2dGradWKernel(WindowDims d, const S *dy, const S *x,
   }
 }
 
-// The offset in its plane of the maximum of window (oy, ox): the first
-// pixel larger than all before it, or the first NaN (as the CPU's).
+// The offset in its plane of window (oy, ox)'s maximum (WindowDims::argmax,
+// the CPU's rule).
 template <typename S>
 __device__ int64_t windowArgmax(const WindowDims &d, const S *plane,
                                 int64_t oy, int64_t ox) {
-  int64_t best = -1;
-  double bestValue = 0;
-  for (int64_t i = 0; i < d.r; ++i)
-    for (int64_t j = 0; j < d.s; ++j) {
-      int64_t py = d.inRow(oy, i), px = d.inCol(ox, j);
-      if (!d.inside(py, px))
-        continue;
-      double v = Elem<S>::load(plane[py * d.w + px]);
-      if (best < 0 || v > bestValue || (isnan(v) && !isnan(bestValue))) {
-        best = py * d.w + px;
-        bestValue = v;
-      }
-    }
-  return best;
+  return d.argmax(oy, ox, [&](int64_t at) -> double {
+    return Elem<S>::load(plane[at]);
+  });
 }
 
 // x[N, C, H, W] -> y[N, C, OH, OW]: the maximum or the mean of each window.
@@ -167,11 +146,11 @@ __global__ void pool2dGradKernel(WindowDims d, const S *dy, const S *x,
     const S *grad = dy + plane * d.oh * d.ow;
     double sum = 0;
     for (int64_t i = 0; i < d.r; ++i) {
-      int64_t oy = windowOrigin(py, i, d.strideH, d.padH, 1, d.oh);
+      int64_t oy = d.outRow(py, i);
       if (oy < 0)
         continue;
       for (int64_t j = 0; j < d.s; ++j) {
-        int64_t ox = windowOrigin(px, j, d.strideW, d.padW, 1, d.ow);
+        int64_t ox = d.outCol(px, j);
         if (ox < 0)
           continue;
         double g = E::load(grad[oy * d.ow + ox]);
