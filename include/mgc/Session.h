@@ -229,6 +229,17 @@ struct StepResult {
   std::string nonFiniteOrigin;
 };
 
+// Incremental decoding of a language model (Session::startDecoding,
+// docs/generate.md): the inputs and output that make it one.
+struct DecodeOptions {
+  // The integer input holding the tokens; its last axis is the sequence.
+  std::string tokensInput = "tokens";
+  // An integer input [T] holding the positions 0..T-1, if the model has one.
+  std::string positionsInput;
+  // The output holding the logits [..., T, V].
+  std::string logitsOutput = "logits";
+};
+
 class MGC_API Session {
 public:
   // From a model file (.mg) or a compiled executable (.mgx, see
@@ -260,6 +271,21 @@ public:
   // Forward only, for inference: the model's outputs on the fed inputs;
   // parameters are not changed.
   Result<std::map<std::string, Tensor>> forward();
+
+  // Decoding a language model one position at a time with a key/value
+  // cache (mgc generate): startDecoding builds the program that computes
+  // one position's logits from its token and the cached keys and values of
+  // every causal attention (passes/Decode.h), and empties the cache; each
+  // decodeNext feeds every sequence's token at the next position (the
+  // tokens input's type with a last axis of 1) and returns the logits
+  // there ([..., 1, V]). Needs a session made from a model file, on the
+  // CPU, without a mesh; the parameters are the session's current ones.
+  Status startDecoding(const DecodeOptions &options);
+  Result<Tensor> decodeNext(const Tensor &tokens);
+  // The positions the cache holds (the model's context, T) and how many of
+  // them decodeNext has filled since startDecoding.
+  int64_t decodeContext() const;
+  int64_t decodePosition() const;
 
   Result<Tensor> parameter(const std::string &name) const;
   Status setParameter(const std::string &name, const Tensor &value);

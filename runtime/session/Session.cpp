@@ -397,6 +397,8 @@ Session::create(const std::string &path, const SessionOptions &options) {
             return c.status();
           }
           bool onMesh = impl->meshRunner != nullptr;
+          if (!onMesh && !(impl->model = session::cloneModule(*module, diag)))
+            return c.status();
           auto exes =
               session::buildModelExecutables(std::move(module), diag, !onMesh);
           if (exes.failed())

@@ -21,6 +21,10 @@
 
 namespace mgc {
 
+namespace session {
+struct Decoding;
+} // namespace session
+
 struct Session::Impl {
   // The training step (null for a model without a loss) and the forward
   // program.
@@ -61,9 +65,17 @@ struct Session::Impl {
   backend::cpu::NamedTensors persistent, fed;
   // Inputs for the step after the next (Session::feedNext).
   backend::cpu::NamedTensors fedNext;
+  // The model as the frontend made it, before any pass (a session made
+  // from a model file, without a mesh): startDecoding builds from it.
+  std::unique_ptr<ir::Module> model;
+  // The decoding program and its key/value cache (startDecoding).
+  std::unique_ptr<session::Decoding> decoding;
   // The fed inputs are on the device already, copied during the last step
   // (a CUDA Graph step given them as its RunControl::next).
   bool fedStaged = false;
+
+  Impl();
+  ~Impl();
 };
 
 // Free functions rather than members, so that libmgc.so's version script

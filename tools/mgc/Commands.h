@@ -15,11 +15,13 @@ int runCompile(llvm::ArrayRef<std::string> args);
 int runOpt(llvm::ArrayRef<std::string> args);
 int runRun(llvm::ArrayRef<std::string> args);
 int runEval(llvm::ArrayRef<std::string> args);
+int runGenerate(llvm::ArrayRef<std::string> args);
 
 const CommandSpec &compileSpec();
 const CommandSpec &optSpec();
 const CommandSpec &runSpec();
 const CommandSpec &evalSpec();
+const CommandSpec &generateSpec();
 
 // Options that every command running a pass pipeline accepts (--passes,
 // --print-ir-after, ...), and the code that applies them: one definition

@@ -1,5 +1,6 @@
 #include "tools/mgc/Options.h"
 
+#include <cmath>
 #include <algorithm>
 
 namespace mgc::cli {
@@ -174,6 +175,14 @@ bool parseInt(const std::string &s, int64_t min, int64_t &out) {
     return false;
   out = v;
   return true;
+}
+
+bool parseNumber(const std::string &s, double &out) {
+  if (s.empty())
+    return false;
+  char *end = nullptr;
+  out = std::strtod(s.c_str(), &end);
+  return end && *end == '\0' && std::isfinite(out);
 }
 
 } // namespace mgc::cli

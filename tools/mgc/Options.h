@@ -73,5 +73,8 @@ std::string parseDefines(const ParsedArgs &args,
 
 // A decimal integer >= min (counts, seeds, steps); false when `s` is not.
 bool parseInt(const std::string &s, int64_t min, int64_t &out);
+// A finite decimal number (rates, tolerances, temperatures); false when `s`
+// is not.
+bool parseNumber(const std::string &s, double &out);
 
 } // namespace mgc::cli

@@ -100,14 +100,6 @@ int usageError(const std::string &message) {
   return kUsageError;
 }
 
-bool parseNumber(const std::string &s, double &out) {
-  if (s.empty())
-    return false;
-  char *end = nullptr;
-  out = std::strtod(s.c_str(), &end);
-  return end && *end == '\0' && std::isfinite(out);
-}
-
 } // namespace
 
 int runRun(llvm::ArrayRef<std::string> rawArgs) {

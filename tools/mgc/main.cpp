@@ -24,6 +24,7 @@ const Command kCommands[] = {
     {"opt", runOpt, optSpec},
     {"run", runRun, runSpec},
     {"eval", runEval, evalSpec},
+    {"generate", runGenerate, generateSpec},
 };
 
 void printToolHelp(llvm::raw_ostream &os) {
