@@ -2,6 +2,7 @@
 // parameters over one pass of a data set, with the executor library's
 // forward program.
 #include "tools/mgc/Commands.h"
+#include "tools/mgc/Evaluate.h"
 #include "tools/mgc/RunData.h"
 
 #include "llvm/Support/Format.h"
@@ -28,15 +29,6 @@ int evalError(const std::string &message, int code = kUserError) {
 
 int usage(const std::string &message) {
   return evalError(message, kUsageError);
-}
-
-// The scalar output `name` of a forward pass, if it has one.
-std::optional<double> scalarOutput(const std::map<std::string, Tensor> &outs,
-                                   const std::string &name) {
-  auto it = outs.find(name);
-  if (it == outs.end() || it->second.numel() != 1)
-    return std::nullopt;
-  return it->second.toFloats()[0];
 }
 
 } // namespace
@@ -167,32 +159,9 @@ int runEval(llvm::ArrayRef<std::string> rawArgs) {
     return evalError("the data " + setup->description +
                      " hold less than one batch of the model");
 
-  double lossSum = 0, accuracySum = 0;
-  bool hasAccuracy = true;
-  runtime::Batch batch;
-  for (int64_t b = 0; b < batches; ++b) {
-    if (auto err = setup->source->next(batch))
-      return evalError(llvm::toString(std::move(err)));
-    for (auto &[name, tensor] : batch)
-      if (Status st = s.feed(name, toSessionTensor(tensor)); !st)
-        return evalError(st.message());
-    auto outs = s.forward();
-    if (!outs)
-      return evalError(outs.status().message());
-    std::optional<double> loss = scalarOutput(*outs, "loss");
-    if (!loss)
-      return evalError("the forward program of '" + modelPath +
-                       "' has no scalar loss output");
-    if (!std::isfinite(*loss))
-      return evalError("the loss of batch " + std::to_string(b + 1) +
-                       " is not finite (" + std::to_string(*loss) +
-                       "): the parameters or the data are not finite");
-    lossSum += *loss;
-    std::optional<double> accuracy = scalarOutput(*outs, "accuracy");
-    hasAccuracy = hasAccuracy && accuracy.has_value();
-    if (accuracy)
-      accuracySum += *accuracy;
-  }
+  auto result = evaluate(s, *setup->source, batches);
+  if (!result)
+    return evalError(llvm::toString(result.takeError()));
 
   int64_t perBatch =
       setup->tokensPerStep ? setup->tokensPerStep : setup->samplesPerStep;
@@ -200,9 +169,9 @@ int runEval(llvm::ArrayRef<std::string> rawArgs) {
   llvm::outs() << "evaluated " << what << " on " << setup->description << ": "
                << batches << (batches == 1 ? " batch, " : " batches, ")
                << batches * perBatch << " " << units << "\n";
-  llvm::outs() << llvm::format("loss %.6f", lossSum / batches);
-  if (hasAccuracy)
-    llvm::outs() << llvm::format(", accuracy %.4f", accuracySum / batches);
+  llvm::outs() << llvm::format("loss %.6f", result->loss);
+  if (result->accuracy)
+    llvm::outs() << llvm::format(", accuracy %.4f", *result->accuracy);
   llvm::outs() << "\n";
   llvm::outs().flush();
   return llvm::outs().has_error() ? kUserError : kSuccess;

@@ -3,6 +3,7 @@
 #include "tools/mgc/MeshOptions.h"
 #include "tools/mgc/RunCheck.h"
 #include "tools/mgc/RunData.h"
+#include "tools/mgc/RunValidation.h"
 #include "tools/mgc/RunProgress.h"
 #include "tools/mgc/RunSpec.h"
 #include "tools/mgc/RunStart.h"
@@ -210,6 +211,10 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
   DataChoice data;
   if (std::string why = parseDataChoice(*args, data); !why.empty())
     return usageError(why);
+  std::optional<Validation> validation;
+  if (std::string why = Validation::parse(*args, data, validation);
+      !why.empty())
+    return usageError(why);
 
   // No output may overwrite an input, and the log or trace not the
   // checkpoint (--save may replace the checkpoint it resumed from: it is
@@ -222,6 +227,9 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
   inputs.push_back(
       {args->has("--text") ? "the --text file" : "the --tokens file",
        data.tokenFile});
+  if (validation)
+    for (const NamedPath &file : validation->files())
+      inputs.push_back(file);
   NamedPath saveOut{"--save", args->get("--save")},
       logOut{"--log-json", args->get("--log-json")},
       traceOut{"--trace", args->get("--trace")};
@@ -316,6 +324,9 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
       auto [first, last] = s.inputRows(input.name);
       setup->source->restrictRows(input.name, {first, last});
     }
+  if (validation)
+    if (auto err = validation->open(s.inputs(), facts))
+      return errorExit(llvm::toString(std::move(err)));
   // A resumed run sees the batches an uninterrupted one would have.
   if (auto err = setup->source->seek(firstStep))
     return errorExit(llvm::toString(std::move(err)));
@@ -510,6 +521,22 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count();
     progress.record(record);
+    if (validation && validation->due(result->step, steps)) {
+      auto evalStart = std::chrono::steady_clock::now();
+      auto eval = validation->run(s);
+      if (!eval)
+        return errorExit("--eval-data: " + llvm::toString(eval.takeError()));
+      progress.recordEval(result->step, *eval, validation->description(),
+                          std::chrono::duration<double>(
+                              std::chrono::steady_clock::now() - evalStart)
+                              .count());
+      // The evaluation fed its own batches: the next step's, handed over
+      // already, are fed again.
+      if (haveNext)
+        for (auto &[name, tensor] : nextBatch)
+          if (Status st = s.feed(name, toSessionTensor(tensor)); !st)
+            return errorExit(st.message());
+    }
     if (saveEvery && result->step % saveEvery == 0 && result->step != steps) {
       if (int rc = save())
         return rc;

@@ -148,6 +148,29 @@ void ProgressReporter::record(const StepRecord &r) {
   }
 }
 
+void ProgressReporter::recordEval(int64_t step, const EvalResult &eval,
+                                  const std::string &what, double seconds) {
+  start_ += std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(seconds));
+  if (json_) {
+    llvm::json::Object o{{"step", step}, {"eval_loss", jsonNumber(eval.loss)}};
+    if (eval.accuracy)
+      o["eval_accuracy"] = jsonNumber(*eval.accuracy);
+    writeLog(llvm::json::Value(std::move(o)));
+  }
+  // On a terminal the line replaces the progress line, which the next
+  // step draws again below it.
+  if (terminal_ && drawn_)
+    os_ << "\r\x1b[K";
+  os_ << "step " << step << "/" << totalSteps_ << " "
+      << llvm::format("eval loss %.4f", eval.loss);
+  if (eval.accuracy)
+    os_ << llvm::format(", accuracy %.4f", *eval.accuracy);
+  os_ << " (" << what << ")\n";
+  os_.flush();
+  drawn_ = false;
+}
+
 void ProgressReporter::finish(const std::string &why) {
   elapsed_ = std::chrono::duration<double>(Clock::now() - start_).count();
   if (terminal_ && drawn_)

@@ -3,6 +3,8 @@
 // log, and a final summary.
 #pragma once
 
+#include "tools/mgc/Evaluate.h"
+
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -35,6 +37,12 @@ public:
   std::string openJsonLog(const std::string &path);
 
   void record(const StepRecord &r);
+  // The validation after step `step` (--eval-every): a line of its own
+  // (kept above a terminal's progress line) and, in the JSON log, an
+  // object {"step", "eval_loss"[, "eval_accuracy"]}.
+  // Its `seconds` are left out of the training's elapsed time and rate.
+  void recordEval(int64_t step, const EvalResult &eval,
+                  const std::string &what, double seconds);
   // Ends the progress line and prints the summary.
   void finish(const std::string &why);
   // Why the log could not be written (a full disk), or "": the log stops at

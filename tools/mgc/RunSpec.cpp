@@ -3,6 +3,7 @@
 #include "tools/mgc/Commands.h"
 #include "tools/mgc/MeshOptions.h"
 #include "tools/mgc/RunData.h"
+#include "tools/mgc/RunValidation.h"
 
 #include <vector>
 
@@ -43,6 +44,8 @@ const CommandSpec &runSpec() {
         "       [--lr X] [--optimizer sgd|adamw] [--save CKPT] "
         "[--save-every K]\n"
         "       [--resume CKPT | --init-from CKPT] [--log-json FILE]\n"
+        "       [--eval-every K --eval-data FILE|NAME=FILE.npy... "
+        "[--eval-batches N]]\n"
         "       [--on-nonfinite stop|skip] [--find-nonfinite]\n"
         "       [--threads N] [--precision fp32|bf16]\n"
         "       [--mesh AXES | --devices N] [--zero STAGE] "
@@ -93,6 +96,11 @@ const CommandSpec &runSpec() {
              {"--log-every", "K",
               "when stdout is not a terminal, print a line every K steps "
               "(default 10; the first and last step always)"},
+         })
+      s.options.push_back(o);
+    for (OptionSpec o : Validation::options())
+      s.options.push_back(o);
+    for (OptionSpec o : std::vector<OptionSpec>{
              {"--on-nonfinite",
               "WHAT",
               "when a step's loss or gradient norm is not finite: stop "
