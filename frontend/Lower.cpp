@@ -152,6 +152,31 @@ void Lowerer::lowerStmts(const std::vector<Stmt> &stmts, Frame &frame) {
   }
 }
 
+// The batch is declared by how it is written, never guessed from sizes:
+// the first input's leading dimension (`B` in `tokens: i32[B, T]`) is the
+// batch, and an input whose leading dimension is written otherwise
+// (`pos: i32[T]`, even where T = B) is not batched: it gets the hint dp=R,
+// whole on every data-parallel device (a shard() hint may say otherwise).
+void Lowerer::markBatch(const TypeExpr &type, ir::Value *input) {
+  if (type.dims.empty())
+    return;
+  const Expr &lead = *type.dims.front();
+  std::string written = lead.kind == ExprKind::Name  ? "name " + lead.name
+                        : lead.kind == ExprKind::Int ? "int " +
+                                                         std::to_string(
+                                                             lead.intValue)
+                                                     : "";
+  if (!batchDim_) {
+    batchDim_ = written.empty() ? "input " + input->name() : written;
+    return;
+  }
+  if (written != *batchDim_) {
+    ir::Sharding hint = input->sharding();
+    hint.set(ir::kDataAxis, ir::Placement::replicate());
+    input->setSharding(hint);
+  }
+}
+
 void Lowerer::lowerStmt(const Stmt &s, Frame &frame) {
   bool inBlock = frame.block != nullptr;
   switch (s.kind) {
@@ -169,6 +194,7 @@ void Lowerer::lowerStmt(const Stmt &s, Frame &frame) {
     }
     argumentNames_.insert(s.name);
     ir::Value *v = module_->graph().addInput(s.name, *type, s.nameLoc);
+    markBatch(s.type, v);
     frame.names[s.name] =
         Binding{Val::ofTensor(v), s.nameLoc, BindingKind::Input};
     return;

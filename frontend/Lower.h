@@ -179,7 +179,12 @@ private:
   std::map<std::string, const BlockDecl *> blocks_;
   std::set<const BlockDecl *> badBlocks_;  // recursive: never instantiated
   std::set<std::string> argumentNames_;    // inputs and parameters so far
+  // How the first input's leading dimension is written (a constant's name
+  // or a number): the batch, which every input written the same way shares
+  // (markBatch). Unset before the first input of rank >= 1.
+  std::optional<std::string> batchDim_;
   std::set<const ir::Value *> updatedBuffers_; // by a batch_norm
+  void markBatch(const TypeExpr &type, ir::Value *input);
   std::map<std::string, Loc> repeatNames_; // qualified repeat prefixes
   std::set<const BlockDecl *> missingReturnReported_;
   // Constants reported as a non-integer element of a list of integers.

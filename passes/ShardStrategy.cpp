@@ -58,7 +58,6 @@ namespace {
 // The argument's hints restricted to the mesh (hints for axes the mesh does
 // not have do not apply), checked against its type.
 LogicalResult placeArgument(Value *arg, const ir::Mesh &mesh,
-                            std::optional<int64_t> batch,
                             DiagnosticEngine &diag) {
   Sharding hinted = arg->sharding();
   Sharding s;
@@ -66,9 +65,11 @@ LogicalResult placeArgument(Value *arg, const ir::Mesh &mesh,
       arg->kind() == ir::ValueKind::Input ? "input" : "parameter";
   for (const ir::MeshAxis &axis : mesh.axes()) {
     Placement p = hinted.get(axis.name);
+    // Inputs are batches of data, split on dp by their first dimension,
+    // unless declared otherwise (the frontend's dp=R for an input whose
+    // leading dimension is not the batch, or a shard() hint).
     if (!hinted.find(axis.name) && axis.name == ir::kDataAxis &&
-        arg->kind() == ir::ValueKind::Input && batch &&
-        arg->type().rank() > 0 && arg->type().shape[0] == *batch)
+        arg->kind() == ir::ValueKind::Input && arg->type().rank() > 0)
       p = Placement::split(0);
     if (p.isPartial()) {
       diag.error(arg->loc(), std::string(what) + " '" + arg->name() +
@@ -138,16 +139,9 @@ LogicalResult placeArgumentsAndGradients(ir::Module &module,
     zero = std::get<int64_t>(*a);
   }
   ir::Graph &g = module.graph();
-  // The batch size: the first dimension of the first input.
-  std::optional<int64_t> batch;
-  for (Value *in : g.inputs())
-    if (in->type().rank() > 0) {
-      batch = in->type().shape[0];
-      break;
-    }
   bool ok = true;
   for (const auto &arg : g.arguments())
-    ok &= succeeded(placeArgument(arg.get(), *mesh, batch, diag));
+    ok &= succeeded(placeArgument(arg.get(), *mesh, diag));
   if (!ok)
     return failure();
 

@@ -67,8 +67,8 @@ block layer(x: f32[B, T, D]) -> f32[B, T, D] {
 model gpt {
   input tokens: i32[B, T]     // token ids
   input targets: i32[B, T]    // the next token at every position
-  input pos: i32[T]           // position ids 0, 1, ..., T-1 (the data loader supplies them)
-  shard(pos, dp=R)            // not batched, even when B = T
+  input pos: i32[T]           // position ids 0, 1, ..., T-1 (the data loader supplies them);
+                              // not batched: its leading dimension is not B's
 
   param wte: f32[V, D] = normal(0, 0.02)   // token embedding, tied to the LM head
   param wpe: f32[T, D] = normal(0, 0.01)   // position embedding
