@@ -41,6 +41,9 @@ struct Expr {
   // Unary: [operand]; Binary: [lhs, rhs]; List: elements; Call: positional.
   std::vector<ExprPtr> args;
   std::vector<KeywordArg> kwargs; // Call only
+  // Call of a block only: `block(x) as NAME` names the instance.
+  std::string instanceName;
+  Loc instanceLoc;
   unsigned depth = 1;             // height of the tree below (bounded)
 
   Expr(ExprKind kind, Loc loc) : kind(kind), loc(loc) {}

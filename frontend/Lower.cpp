@@ -358,6 +358,15 @@ void Lowerer::lowerRepeat(const Stmt &s, Frame &frame) {
   }
   std::string prefix = qualify(frame, s.repeatName);
   auto [firstUse, fresh] = repeatNames_.insert({prefix, s.repeatNameLoc});
+  if (auto instance = instancePaths_.find(prefix);
+      fresh && instance != instancePaths_.end()) {
+    repeatNames_.erase(firstUse);
+    error(s.repeatNameLoc, "the copies of this repeat need a name of their "
+                           "own: '" +
+                               s.repeatName + "' is already used");
+    note(instance->second, "'" + s.repeatName + "' is first used here");
+    return;
+  }
   if (!fresh) {
     error(s.repeatNameLoc, "the copies of this repeat need a name of their "
                            "own: '" +
@@ -366,6 +375,13 @@ void Lowerer::lowerRepeat(const Stmt &s, Frame &frame) {
     return;
   }
   const Expr &body = *s.value;
+  if (!body.instanceName.empty()) {
+    error(body.instanceLoc, "the copies of a repeat are named by it (" +
+                                s.repeatName + ".0, " + s.repeatName +
+                                ".1, ...): drop 'as " + body.instanceName +
+                                "'");
+    return;
+  }
   std::string savedScope = builder_->scope();
   for (int64_t i = 0; i < *n && !aborted_; ++i) {
     // Nested repeats multiply: count every copy against the model's limit.

@@ -186,6 +186,9 @@ private:
   std::set<const ir::Value *> updatedBuffers_; // by a batch_norm
   void markBatch(const TypeExpr &type, ir::Value *input);
   std::map<std::string, Loc> repeatNames_; // qualified repeat prefixes
+  // Paths of the block instances so far, given by `as NAME` or made from
+  // the block's name, and where each was made.
+  std::map<std::string, Loc> instancePaths_;
   std::set<const BlockDecl *> missingReturnReported_;
   // Constants reported as a non-integer element of a list of integers.
   std::set<std::string> nonIntegerConstsReported_;

@@ -23,10 +23,34 @@ std::string plural(size_t n, const char *word) {
 Val Lowerer::lowerCall(const Expr &e, Frame &frame) {
   auto block = blocks_.find(e.name);
   if (block != blocks_.end()) {
-    std::string base = qualify(frame, e.name);
-    int n = frame.instanceCounts[base]++;
-    std::string path = n ? base + "_" + std::to_string(n) : base;
+    std::string path;
+    if (!e.instanceName.empty()) {
+      path = qualify(frame, e.instanceName);
+      auto [first, fresh] = instancePaths_.insert({path, e.instanceLoc});
+      auto repeat = repeatNames_.find(path);
+      if (!fresh || repeat != repeatNames_.end()) {
+        error(e.instanceLoc, "the instance name '" + e.instanceName +
+                                 "' is already used in this scope");
+        note(fresh ? repeat->second : first->second,
+             "'" + e.instanceName + "' is first used here");
+        return Val::poison();
+      }
+    } else {
+      // mlp, mlp_1, mlp_2, ...: the first not named already.
+      std::string base = qualify(frame, e.name);
+      do {
+        int n = frame.instanceCounts[base]++;
+        path = n ? base + "_" + std::to_string(n) : base;
+      } while (instancePaths_.count(path));
+      instancePaths_.insert({path, e.loc});
+    }
     return callBlock(e, *block->second, path, frame);
+  }
+  if (!e.instanceName.empty()) {
+    error(e.instanceLoc, "'as " + e.instanceName +
+                             "' names a block instance, and '" + e.name +
+                             "' is not a block");
+    return Val::poison();
   }
   if (const Builtin *b = lookupBuiltin(e.name))
     return lowerBuiltinCall(e, *b, frame);

@@ -608,6 +608,14 @@ private:
       diag_.note(open, "the '(' it would close is here");
       return nullptr;
     }
+    // `as NAME` names a block instance: a word, not a keyword (an
+    // identifier cannot follow a call otherwise).
+    if (at(Tok::Ident) && cur().text == "as") {
+      take();
+      if (!expectIdent(e->instanceName, e->instanceLoc,
+                       "a name for the block instance after 'as'"))
+        return nullptr;
+    }
     return e;
   }
 

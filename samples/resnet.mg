@@ -32,30 +32,31 @@ block conv_bn(x: f32[B, CIN, H, H], const CIN, const H, const COUT,
 // The basic block: two 3x3 conv + bn, the input added before the last
 // ReLU (the identity shortcut).
 block basic(x: f32[B, C, H, H], const C, const H) {
-  h = relu(conv_bn(x, COUT = C))
-  return relu(conv_bn(h, COUT = C) + x)
+  h = relu(conv_bn(x, COUT = C) as conv1)
+  return relu(conv_bn(h, COUT = C) as conv2 + x)
 }
 
 // The first block of a later stage: stride 2 and COUT channels, so the
 // shortcut is a strided 1x1 conv + bn (torchvision's `downsample`).
 block down(x: f32[B, CIN, H, H], const CIN, const H, const COUT) {
-  h = relu(conv_bn(x, COUT = COUT, STRIDE = 2))
-  h = conv_bn(h, COUT = COUT)
-  return relu(h + conv_bn(x, COUT = COUT, KS = 1, STRIDE = 2))
+  h = relu(conv_bn(x, COUT = COUT, STRIDE = 2) as conv1)
+  h = conv_bn(h, COUT = COUT) as conv2
+  return relu(h + conv_bn(x, COUT = COUT, KS = 1, STRIDE = 2) as downsample)
 }
 
 model resnet18 {
   input x: f32[B, 3, HW, HW]
   input y: i32[B]
-  h = relu(conv_bn(x, COUT = W))
-  h = basic(h)                  // stage 1: W channels, HW x HW
-  h = basic(h)
-  h = down(h, COUT = 2 * W)     // stage 2: 2W channels, HW/2 x HW/2
-  h = basic(h)
-  h = down(h, COUT = 4 * W)     // stage 3
-  h = basic(h)
-  h = down(h, COUT = 8 * W)     // stage 4: 8W channels, HW/8 x HW/8
-  h = basic(h)
+  // Instances named as torchvision's modules (layer1_0 for layer1.0).
+  h = relu(conv_bn(x, COUT = W) as stem)
+  h = basic(h) as layer1_0                // stage 1: W channels, HW x HW
+  h = basic(h) as layer1_1
+  h = down(h, COUT = 2 * W) as layer2_0   // stage 2: 2W channels, HW/2 x HW/2
+  h = basic(h) as layer2_1
+  h = down(h, COUT = 4 * W) as layer3_0   // stage 3
+  h = basic(h) as layer3_1
+  h = down(h, COUT = 8 * W) as layer4_0   // stage 4: 8W channels, HW/8 x HW/8
+  h = basic(h) as layer4_1
   param w_fc: f32[8 * W, K] = kaiming_uniform(a = sqrt(5))  // nn.Linear's
   param b_fc: f32[K] = uniform(-1 / sqrt(8 * W), 1 / sqrt(8 * W))
   output logits = global_avg_pool(h) @ w_fc + b_fc
