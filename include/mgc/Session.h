@@ -271,6 +271,11 @@ public:
   // Forward only, for inference: the model's outputs on the fed inputs;
   // parameters are not changed.
   Result<std::map<std::string, Tensor>> forward();
+  // The scalar outputs of the forward program on the fed inputs (the loss
+  // and, for a classifier, its accuracy): for evaluation (mgc eval). On a
+  // session with a mesh it runs on the mesh's devices, each its part of the
+  // batch and of the parameters (no pp axis); otherwise as forward().
+  Result<std::map<std::string, double>> evaluate();
 
   // Decoding a language model one position at a time with a key/value
   // cache (mgc generate): startDecoding builds the program that computes

@@ -120,6 +120,35 @@ fixMicroPrograms(const passes::DevicePrograms &raw, DiagnosticEngine &diag) {
 
 } // namespace
 
+FailureOr<MeshStep> buildMeshForward(const ir::Module &model,
+                                     const ir::Mesh &mesh,
+                                     DiagnosticEngine &diag) {
+  if (mesh.findAxis(ir::kPipelineAxis)) {
+    diag.error("evaluation on a mesh with a pp axis is not built: evaluate "
+               "on the same mesh without pp");
+    return failure();
+  }
+  MeshStep out;
+  out.mesh = mesh;
+  out.sharded = cloneModule(model, diag);
+  if (!out.sharded)
+    return failure();
+  out.sharded->attrs().set(ir::kMeshAttr, mesh.str());
+  passes::PassManagerOptions options;
+  options.verifyEach = true;
+  passes::PassManager pm(options);
+  if (failed(pm.parsePipeline(kMeshForwardPipeline, diag)) ||
+      failed(pm.run(*out.sharded, diag)))
+    return failure();
+  auto programs = passes::partitionModule(*out.sharded, diag);
+  if (programs.failed())
+    return failure();
+  out.step.programs = std::move(*programs);
+  if (failed(compilePart(out.step, diag)))
+    return failure();
+  return out;
+}
+
 FailureOr<MeshStep> buildMeshStep(const ir::Module &model,
                                   const MeshConfig &config,
                                   DiagnosticEngine &diag) {

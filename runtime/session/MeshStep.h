@@ -25,6 +25,10 @@
 
 namespace mgc::session {
 
+// What places the forward program on a mesh (buildMeshForward).
+inline constexpr const char *kMeshForwardPipeline =
+    "eval-mode,mixed-precision,accuracy,shard-strategy,canonicalize,cse,dce,"
+    "shard";
 inline constexpr const char *kMeshTrainingPipeline =
     "mixed-precision,autodiff,shard-strategy,optimizer,canonicalize,cse,dce,"
     "shard,bucket";
@@ -171,5 +175,14 @@ FailureOr<MeshConfig> meshConfig(const ir::Mesh &mesh, const ir::Module &model,
 FailureOr<MeshStep> buildMeshStep(const ir::Module &model,
                                   const MeshConfig &config,
                                   DiagnosticEngine &diag);
+
+// Builds the forward program of `model` (a frontend module) on `mesh`, for
+// evaluation (Session::evaluate): eval-mode and accuracy, every value
+// placed as the sharding rules choose, partitioned into device programs and
+// compiled; a MeshStep without updates, accumulation or pipeline. A pp axis
+// is refused.
+FailureOr<MeshStep> buildMeshForward(const ir::Module &model,
+                                     const ir::Mesh &mesh,
+                                     DiagnosticEngine &diag);
 
 } // namespace mgc::session

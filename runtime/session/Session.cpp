@@ -152,7 +152,10 @@ LogicalResult session::syncHost(Session::Impl &impl, DiagnosticEngine &diag) {
   return success();
 }
 
-void session::hostChanged(Session::Impl &impl) { impl.deviceCurrent = false; }
+void session::hostChanged(Session::Impl &impl) {
+  impl.deviceCurrent = false;
+  impl.meshForwardStale = true;
+}
 
 void session::dropHostCopies(Session::Impl &impl) {
   for (auto it = impl.persistent.begin(); it != impl.persistent.end();)
@@ -351,6 +354,8 @@ Session::create(const std::string &path, const SessionOptions &options) {
                   session::applyTrainOverrides(*module, options.train, diag)) ||
               failed(session::applyPrecision(*module, options.precision, diag)))
             return c.status();
+          if (!(impl->model = session::cloneModule(*module, diag)))
+            return c.status();
           auto processes = session::jobProcesses(options, diag);
           if (processes.failed())
             return c.status();
@@ -370,6 +375,8 @@ Session::create(const std::string &path, const SessionOptions &options) {
             if (config.failed())
               return c.status();
             impl->meshText = config->mesh.str();
+            impl->mesh = config->mesh;
+            impl->options = options;
             auto meshStep = session::buildMeshStep(*module, *config, diag);
             if (meshStep.failed() ||
                 failed(session::checkSamePlan(*meshStep, impl->processes,
@@ -397,8 +404,6 @@ Session::create(const std::string &path, const SessionOptions &options) {
             return c.status();
           }
           bool onMesh = impl->meshRunner != nullptr;
-          if (!onMesh && !(impl->model = session::cloneModule(*module, diag)))
-            return c.status();
           auto exes =
               session::buildModelExecutables(std::move(module), diag, !onMesh);
           if (exes.failed())
@@ -565,6 +570,7 @@ Result<StepResult> Session::step() {
       impl_->fed.insert_or_assign(name, std::move(t));
     impl_->fedNext.clear();
     impl_->fedStaged = nextStaged;
+    impl_->meshForwardStale = true;
     for (auto &[name, t] : run->updates)
       impl_->persistent.insert_or_assign(name, std::move(t));
     StepResult result;

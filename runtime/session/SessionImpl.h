@@ -68,6 +68,13 @@ struct Session::Impl {
   // The model as the frontend made it, before any pass (a session made
   // from a model file, without a mesh): startDecoding builds from it.
   std::unique_ptr<ir::Module> model;
+  // With a mesh: the mesh and the options the session was made with, and
+  // the forward program on the mesh (Session::evaluate, made on first use),
+  // whose parameters are loaded again after a step or a change on the host.
+  ir::Mesh mesh;
+  SessionOptions options;
+  std::unique_ptr<session::MeshRunner> meshForward;
+  bool meshForwardStale = true;
   // The decoding program and its key/value cache (startDecoding).
   std::unique_ptr<session::Decoding> decoding;
   // The fed inputs are on the device already, copied during the last step

@@ -41,7 +41,7 @@ const CommandSpec &evalSpec() {
               "[-D NAME=VALUE]...\n"
               "       (--data NAME=FILE.npy... | --text FILE | --tokens FILE "
               "--token-dtype u16|i32)\n"
-              "       [--max-batches N] [--threads N] [--backend "
+              "       [--max-batches N] [--mesh AXES] [--threads N] [--backend "
               "cpu|cuda|auto] [--precision fp32|bf16]";
     s.summary = "Report a model's mean loss (and, for a classifier, its "
                 "accuracy) over a data set.";
@@ -70,6 +70,10 @@ const CommandSpec &evalSpec() {
               "device is present)",
               false,
               {"cpu", "cuda", "auto"}},
+             {"--mesh", "AXES",
+              "evaluate on a mesh of simulated devices (dp, tp; e.g. "
+              "dp=2,tp=2): each device its part of every batch and of the "
+              "parameters, as training places them"},
              {"--precision",
               "P",
               "fp32 or bf16 (default: train.precision, else fp32)",
@@ -83,8 +87,9 @@ const CommandSpec &evalSpec() {
         "is the mean of the batches' losses (each the mean over its\n"
         "positions). A model whose loss is a cross_entropy is a classifier:\n"
         "its accuracy is the share of positions whose target has the\n"
-        "largest logit. The forward program runs on one device; a\n"
-        "checkpoint saved on a mesh or by several processes is read whole.";
+        "largest logit. The forward program runs on one device, or with\n"
+        "--mesh on a mesh's devices (no pp axis); a checkpoint saved on any\n"
+        "mesh or by several processes is read whole.";
     return s;
   }();
   return spec;
@@ -115,6 +120,7 @@ int runEval(llvm::ArrayRef<std::string> rawArgs) {
   options.threads = static_cast<int>(threads);
   options.backend = args->get("--backend", "cpu");
   options.precision = args->get("--precision");
+  options.mesh = args->get("--mesh");
 
   DataChoice data;
   if (std::string why = parseDataChoice(*args, data); !why.empty())

@@ -9,15 +9,6 @@ namespace mgc::cli {
 
 namespace {
 
-// The scalar output `name` of a forward pass, if it has one.
-std::optional<double> scalarOutput(const std::map<std::string, Tensor> &outs,
-                                   const std::string &name) {
-  auto it = outs.find(name);
-  if (it == outs.end() || it->second.numel() != 1)
-    return std::nullopt;
-  return it->second.toFloats()[0];
-}
-
 llvm::Error fail(const std::string &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
@@ -37,10 +28,15 @@ llvm::Expected<EvalResult> evaluate(Session &session,
     for (auto &[name, tensor] : batch)
       if (Status st = session.feed(name, toSessionTensor(tensor)); !st)
         return fail(st.message());
-    auto outs = session.forward();
+    auto outs = session.evaluate();
     if (!outs)
       return fail(outs.status().message());
-    std::optional<double> loss = scalarOutput(*outs, "loss");
+    auto scalar = [&](const char *name) -> std::optional<double> {
+      auto it = outs->find(name);
+      return it == outs->end() ? std::nullopt
+                               : std::optional<double>(it->second);
+    };
+    std::optional<double> loss = scalar("loss");
     if (!loss)
       return fail("the forward program has no scalar loss output");
     if (!std::isfinite(*loss))
@@ -48,7 +44,7 @@ llvm::Expected<EvalResult> evaluate(Session &session,
                   " is not finite (" + std::to_string(*loss) +
                   "): the parameters or the data are not finite");
     lossSum += *loss;
-    std::optional<double> accuracy = scalarOutput(*outs, "accuracy");
+    std::optional<double> accuracy = scalar("accuracy");
     hasAccuracy = hasAccuracy && accuracy.has_value();
     if (accuracy)
       accuracySum += *accuracy;

@@ -18,8 +18,8 @@ struct EvalResult {
   std::optional<double> accuracy;  // when every batch had an accuracy output
 };
 
-// Feeds the next `batches` batches of `source` to `session` and runs its
-// forward program on each. Fails (with the message) on a read error, a
+// Feeds the next `batches` batches of `source` to `session` and evaluates
+// each (Session::evaluate: on the session's mesh when it has one). Fails (with the message) on a read error, a
 // model without a scalar loss output, or a loss that is not finite.
 llvm::Expected<EvalResult> evaluate(Session &session,
                                     runtime::BatchSource &source,

@@ -8,7 +8,7 @@ std::vector<OptionSpec> Validation::options() {
   return {
       {"--eval-every", "K",
        "every K steps and after the last, report the mean loss (and a "
-       "classifier's accuracy) over --eval-data (on one device; its time is "
+       "classifier's accuracy) over --eval-data (where the training runs; its time is "
        "not counted in the training's rate)"},
       {"--eval-data", "FILE",
        "held-out data in the training data's form: a token file like "
