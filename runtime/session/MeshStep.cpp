@@ -42,6 +42,17 @@ LogicalResult compilePart(MeshPart &part, DiagnosticEngine &diag) {
 
 namespace {
 
+// Partitions `logical` (placed) into `part`'s device programs and compiles
+// them.
+LogicalResult partitionPart(const ir::Module &logical, MeshPart &part,
+                            DiagnosticEngine &diag) {
+  auto programs = passes::partitionModule(logical, diag);
+  if (programs.failed())
+    return failure();
+  part.programs = std::move(*programs);
+  return compilePart(part, diag);
+}
+
 // Gradient accumulation splits the batch (the first dimension of the first
 // input, as shard-strategy splits it on dp) into `k` micro-batches per dp
 // device; each must have at least one example, and without dp weights all
@@ -134,17 +145,8 @@ FailureOr<MeshStep> buildMeshForward(const ir::Module &model,
   if (!out.sharded)
     return failure();
   out.sharded->attrs().set(ir::kMeshAttr, mesh.str());
-  passes::PassManagerOptions options;
-  options.verifyEach = true;
-  passes::PassManager pm(options);
-  if (failed(pm.parsePipeline(kMeshForwardPipeline, diag)) ||
-      failed(pm.run(*out.sharded, diag)))
-    return failure();
-  auto programs = passes::partitionModule(*out.sharded, diag);
-  if (programs.failed())
-    return failure();
-  out.step.programs = std::move(*programs);
-  if (failed(compilePart(out.step, diag)))
+  if (failed(runPipeline(*out.sharded, kMeshForwardPipeline, diag)) ||
+      failed(partitionPart(*out.sharded, out.step, diag)))
     return failure();
   return out;
 }
@@ -195,19 +197,11 @@ FailureOr<MeshStep> buildMeshStep(const ir::Module &model,
   // A pipeline sums each gradient on its own: a bucket would join the
   // gradients of different stages.
   out.sharded->attrs().set(passes::kBucketAttr, pp ? 0.0 : config.bucketMiB);
-  passes::PassManagerOptions options;
-  options.verifyEach = true;
-  passes::PassManager pm(options);
-  if (failed(pm.parsePipeline(kMeshTrainingPipeline, diag)) ||
-      failed(pm.run(*out.sharded, diag)))
+  if (failed(runPipeline(*out.sharded, kMeshTrainingPipeline, diag)))
     return failure();
 
   if (!accumulate) {
-    auto programs = passes::partitionModule(*out.sharded, diag);
-    if (programs.failed())
-      return failure();
-    out.step.programs = std::move(*programs);
-    if (failed(compilePart(out.step, diag)))
+    if (failed(partitionPart(*out.sharded, out.step, diag)))
       return failure();
     return out;
   }
@@ -217,10 +211,8 @@ FailureOr<MeshStep> buildMeshStep(const ir::Module &model,
     return failure();
   out.step.logical = std::move(split->apply);
   out.micro.logical = std::move(split->micro);
-  auto apply = passes::partitionModule(*out.step.logical, diag);
-  if (apply.failed())
+  if (failed(partitionPart(*out.step.logical, out.step, diag)))
     return failure();
-  out.step.programs = std::move(*apply);
   auto micro = passes::partitionModule(*out.micro.logical, diag);
   if (micro.failed())
     return failure();
@@ -228,8 +220,6 @@ FailureOr<MeshStep> buildMeshStep(const ir::Module &model,
   if (fixed.failed())
     return failure();
   out.micro.programs = std::move(*fixed);
-  if (failed(compilePart(out.step, diag)))
-    return failure();
   if (pp)
     return succeeded(buildPipelinePart(out, model, config, diag))
                ? FailureOr<MeshStep>(std::move(out))
