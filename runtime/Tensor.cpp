@@ -8,18 +8,34 @@ namespace mgc::runtime {
 
 void Tensor::Free::operator()(std::byte *p) const { std::free(p); }
 
-Tensor::Tensor(ir::TensorType type) : type_(std::move(type)) {
-  size_t bytes = nbytes();
-  if (bytes == 0)
+// Storage rounded up to whole 64-byte lines, aligned to them.
+size_t Tensor::capacity() const { return (nbytes() + 63) / 64 * 64; }
+
+void Tensor::allocate() {
+  if (nbytes() == 0)
     return;
-  size_t rounded = (bytes + 63) / 64 * 64;
-  data_.reset(static_cast<std::byte *>(std::aligned_alloc(64, rounded)));
+  data_.reset(static_cast<std::byte *>(std::aligned_alloc(64, capacity())));
   if (!data_)
     throw std::bad_alloc();
-  std::memset(data_.get(), 0, rounded);
+  // The padding past the elements is zero whatever the contents.
+  std::memset(data_.get() + nbytes(), 0, capacity() - nbytes());
 }
 
-Tensor::Tensor(const Tensor &other) : Tensor(other.type_) {
+Tensor::Tensor(ir::TensorType type) : type_(std::move(type)) {
+  allocate();
+  if (data_)
+    std::memset(data_.get(), 0, capacity());
+}
+
+Tensor Tensor::uninitialized(ir::TensorType type) {
+  Tensor t;
+  t.type_ = std::move(type);
+  t.allocate();
+  return t;
+}
+
+Tensor::Tensor(const Tensor &other) : type_(other.type_) {
+  allocate();
   if (nbytes())
     std::memcpy(data_.get(), other.data_.get(), nbytes());
 }

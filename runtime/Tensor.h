@@ -17,6 +17,9 @@ public:
   Tensor() = default;
   // Zero-filled storage for `type`.
   explicit Tensor(ir::TensorType type);
+  // Storage for `type` whose contents are left as they are (for a tensor
+  // about to be overwritten whole).
+  static Tensor uninitialized(ir::TensorType type);
   Tensor(const Tensor &other);
   Tensor &operator=(const Tensor &other);
   Tensor(Tensor &&) noexcept = default;
@@ -46,6 +49,8 @@ public:
   ir::HostTensor toHost() const;
 
 private:
+  size_t capacity() const;
+  void allocate();
   struct Free {
     void operator()(std::byte *p) const;
   };

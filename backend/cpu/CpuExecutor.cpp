@@ -230,9 +230,10 @@ std::optional<NonFiniteOrigin> CpuExecutor::firstNonFinite() const {
   return nonFinite_;
 }
 
-RunResult CpuExecutor::collectResults(const Bound &bound) {
+RunResult CpuExecutor::collectResults(const Bound &bound,
+                                      const UpdateTargets *updateInto) {
   auto copyOut = [&](const ir::Value *v) {
-    runtime::Tensor t(v->type());
+    runtime::Tensor t = runtime::Tensor::uninitialized(v->type());
     TensorRef src = resolve(sourceOf(v), bound);
     if (t.nbytes())
       std::memcpy(t.data(), src.data, t.nbytes());
@@ -242,8 +243,24 @@ RunResult CpuExecutor::collectResults(const Bound &bound) {
   const ir::Graph &graph = exe_.module->graph();
   for (const ir::Output &o : graph.outputs())
     result.outputs[o.name] = copyOut(o.value);
+  // Every op has run: an argument an update targets is no longer read, so
+  // its new value may overwrite it. An update whose value is an argument
+  // itself is copied out first, before any argument is overwritten.
+  auto target = [&](const ir::Update &u) -> runtime::Tensor * {
+    if (!updateInto || sourceOf(u.value).argument >= 0)
+      return nullptr;
+    auto it = updateInto->find(u.target->name());
+    return it != updateInto->end() && it->second->type() == u.value->type()
+               ? it->second
+               : nullptr;
+  };
   for (const ir::Update &u : graph.updates())
-    result.updates[u.target->name()] = copyOut(u.value);
+    if (!target(u))
+      result.updates[u.target->name()] = copyOut(u.value);
+  for (const ir::Update &u : graph.updates())
+    if (runtime::Tensor *into = target(u); into && into->nbytes())
+      std::memcpy(into->data(), resolve(sourceOf(u.value), bound).data,
+                  into->nbytes());
   return result;
 }
 
@@ -253,7 +270,8 @@ FailureOr<RunResult> CpuExecutor::run(const NamedTensors &arguments,
 }
 
 FailureOr<RunResult> CpuExecutor::run(const TensorRefs &arguments,
-                                      DiagnosticEngine &diag) {
+                                      DiagnosticEngine &diag,
+                                      const UpdateTargets *updateInto) {
   Bound bound;
   if (failed(bindArguments(arguments, bound, diag)))
     return failure();
@@ -263,7 +281,7 @@ FailureOr<RunResult> CpuExecutor::run(const TensorRefs &arguments,
       diag.error(steps_[i].op->loc(), error);
       return failure();
     }
-  return collectResults(bound);
+  return collectResults(bound, updateInto);
 }
 
 } // namespace mgc::backend::cpu

@@ -55,7 +55,14 @@ public:
   // The same with the tensors held elsewhere (they must outlive the call):
   // a runtime whose programs share tensors passes them without copies.
   using TensorRefs = std::map<std::string, const runtime::Tensor *>;
-  FailureOr<RunResult> run(const TensorRefs &arguments, DiagnosticEngine &diag);
+  // `updateInto`: tensors (by update target name, of the target's type)
+  // that take the value of their update in place, when the step is done,
+  // instead of a new tensor in RunResult::updates; a session passes its
+  // parameters and optimizer state, so that a step allocates and copies
+  // none of them. A target may be bound as the argument it updates.
+  using UpdateTargets = std::map<std::string, runtime::Tensor *>;
+  FailureOr<RunResult> run(const TensorRefs &arguments, DiagnosticEngine &diag,
+                           const UpdateTargets *updateInto = nullptr);
 
   const Executable &executable() const { return exe_; }
   uint64_t arenaBytes() const { return exe_.plan.peak; }
@@ -82,8 +89,10 @@ public:
   LogicalResult runStep(size_t step, const Bound &bound, ThreadPool &pool,
                         std::string &error);
   ThreadPool &pool() { return pool_; }
-  // Copies the outputs and update values out of the arena (and arguments).
-  RunResult collectResults(const Bound &bound);
+  // Copies the outputs and update values out of the arena (and arguments);
+  // the updates named in `updateInto` into those tensors.
+  RunResult collectResults(const Bound &bound,
+                           const UpdateTargets *updateInto = nullptr);
   // With CpuOptions::findNonFinite: the first op of the last run (since
   // bindArguments) whose result was not finite; none if all were.
   std::optional<NonFiniteOrigin> firstNonFinite() const;

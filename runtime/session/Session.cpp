@@ -71,14 +71,31 @@ const ir::Value *session::findArgument(const Session::Impl &impl,
   return v && v->kind() == kind ? v : nullptr;
 }
 
+namespace {
+
+// Copies of the tensors `refs` points at (for an executor that takes
+// tensors by value).
+backend::cpu::NamedTensors
+copiesOf(const backend::cpu::CpuExecutor::TensorRefs &refs) {
+  backend::cpu::NamedTensors out;
+  for (const auto &[name, tensor] : refs)
+    out.emplace(name, *tensor);
+  return out;
+}
+
+} // namespace
+
 FailureOr<backend::cpu::RunResult>
 session::runProgram(Session::Impl &impl, bool step,
-                    const backend::cpu::NamedTensors &arguments,
+                    const backend::cpu::CpuExecutor::TensorRefs &refs,
                     DiagnosticEngine &diag,
                     const backend::cpu::NamedTensors *next, bool *nextStaged) {
   if (nextStaged)
     *nextStaged = false;
 #if MGC_HAVE_CUDA
+  backend::cpu::NamedTensors arguments;
+  if (impl.cudaStep || impl.cudaForward)
+    arguments = copiesOf(refs);
   if (step && impl.cudaStep) {
     // Parameters and state stay on the device: only the inputs (and, after
     // a change on the host, everything) are copied in.
@@ -123,7 +140,12 @@ session::runProgram(Session::Impl &impl, bool step,
     if (!impl.forwardRunner)
       return failure();
   }
-  return (step ? impl.stepRunner : impl.forwardRunner)->run(arguments, diag);
+  if (!step)
+    return impl.forwardRunner->run(refs, diag);
+  backend::cpu::CpuExecutor::UpdateTargets into;
+  for (auto &[name, tensor] : impl.persistent)
+    into.emplace(name, &tensor);
+  return impl.stepRunner->run(refs, diag, &into);
 }
 
 LogicalResult session::syncHost(Session::Impl &impl, DiagnosticEngine &diag) {
@@ -207,11 +229,10 @@ std::string listNames(const ir::Module &m, ir::ValueKind kind) {
 
 // Arguments for running `exe`: the fed inputs and (unless `inputsOnly`) the
 // persistent tensors. Reports inputs that were never fed.
-FailureOr<backend::cpu::NamedTensors> gatherArguments(const ir::Module &program,
-                                                      const Session::Impl &impl,
-                                                      DiagnosticEngine &diag,
-                                                      bool inputsOnly = false) {
-  backend::cpu::NamedTensors args;
+FailureOr<backend::cpu::CpuExecutor::TensorRefs>
+gatherArguments(const ir::Module &program, const Session::Impl &impl,
+                DiagnosticEngine &diag, bool inputsOnly = false) {
+  backend::cpu::CpuExecutor::TensorRefs args;
   bool ok = true;
   for (const auto &arg : program.graph().arguments()) {
     if (inputsOnly && arg->kind() != ir::ValueKind::Input)
@@ -225,7 +246,7 @@ FailureOr<backend::cpu::NamedTensors> gatherArguments(const ir::Module &program,
       ok = false;
       continue;
     }
-    args.emplace(arg->name(), it->second);
+    args.emplace(arg->name(), &it->second);
   }
   if (!ok)
     return failure();
@@ -556,7 +577,7 @@ Result<StepResult> Session::step() {
     }
     bool nextStaged = false;
     auto run =
-        mesh ? mesh->run(*args, c.diag(),
+        mesh ? mesh->run(copiesOf(*args), c.diag(),
                          "step " +
                              std::to_string(session::stepCount(*impl_) + 1) +
                              ", ")

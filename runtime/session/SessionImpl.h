@@ -109,9 +109,12 @@ void dropHostCopies(Session::Impl &impl);
 // A training step on the CUDA backend may take the next step's inputs
 // (`next`) to copy them in while it runs; it says in `*nextStaged` whether
 // it did.
+// The arguments are the session's own tensors (not copies); on the CPU a
+// step writes its updates into `persistent` in place.
 FailureOr<backend::cpu::RunResult>
 runProgram(Session::Impl &impl, bool step,
-           const backend::cpu::NamedTensors &arguments, DiagnosticEngine &diag,
+           const backend::cpu::CpuExecutor::TensorRefs &arguments,
+           DiagnosticEngine &diag,
            const backend::cpu::NamedTensors *next = nullptr,
            bool *nextStaged = nullptr);
 // The job's processes when `options` share a mesh among several (the
