@@ -5,6 +5,9 @@
 #include "backend/PlanReport.h"
 #include "backend/cpu/Elem.h"
 
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/STLExtras.h"
+
 #include <unistd.h>
 
 #include <cmath>
@@ -64,6 +67,7 @@ std::unique_ptr<CpuExecutor> CpuExecutor::create(const Executable &exe,
       step.operands.push_back(ex->sourceOf(v));
     ex->steps_.push_back(std::move(step));
   }
+  ex->foldTransposes();
   uint64_t bytes = std::max<uint64_t>(exe.plan.peak, kArenaAlignment);
   ex->arena_ = static_cast<std::byte *>(
       ::operator new(bytes, std::align_val_t(kArenaAlignment), std::nothrow));
@@ -86,6 +90,58 @@ std::unique_ptr<CpuExecutor> CpuExecutor::create(const Executable &exe,
     return nullptr;
   }
   return ex;
+}
+
+namespace {
+
+LogicalResult skipped(const KernelArgs &) { return success(); }
+
+bool isMatmul(const ir::Op &op) {
+  return op.kind() == ir::OpKind::Matmul ||
+         op.kind() == ir::OpKind::MatmulEpilogue;
+}
+
+// A transpose of a floating-point matrix argument, [N, K] -> [K, N].
+bool transposesArgumentMatrix(const ir::Op &op) {
+  const ir::Value *x = op.operand(0);
+  return op.kind() == ir::OpKind::Transpose && x->isArgument() &&
+         x->type().rank() == 2 && !ir::isInteger(x->type().dtype) &&
+         op.attrs().getInts("perm") == std::vector<int64_t>{1, 0};
+}
+
+} // namespace
+
+void CpuExecutor::foldTransposes() {
+  llvm::DenseMap<const ir::Value *, std::vector<std::pair<size_t, unsigned>>>
+      uses;
+  for (size_t i = 0; i < steps_.size(); ++i)
+    for (unsigned j = 0; j < steps_[i].op->numOperands(); ++j)
+      uses[steps_[i].op->operand(j)].push_back({i, j});
+  llvm::DenseSet<const ir::Value *> kept;
+  const ir::Graph &g = exe_.module->graph();
+  for (const ir::Output &o : g.outputs())
+    kept.insert(o.value);
+  for (const ir::Update &u : g.updates())
+    kept.insert(u.value);
+  for (Step &t : steps_) {
+    const ir::Value *v = t.op->result();
+    if (!transposesArgumentMatrix(*t.op) || kept.contains(v))
+      continue;
+    auto it = uses.find(v);
+    if (it == uses.end() ||
+        !llvm::all_of(it->second, [&](const auto &use) {
+          // A transposed a: only with a matrix b (one GEMM of its rows).
+          const ir::Op &user = *steps_[use.first].op;
+          return isMatmul(user) && use.second < 2 &&
+                 user.operand(1)->type().rank() == 2;
+        }))
+      continue;
+    for (const auto &[user, operand] : it->second) {
+      steps_[user].operands[operand] = t.operands[0];
+      steps_[user].transposed[operand] = !steps_[user].transposed[operand];
+    }
+    t.kernel = skipped;
+  }
 }
 
 CpuExecutor::Source CpuExecutor::sourceOf(const ir::Value *v) const {
@@ -170,9 +226,10 @@ LogicalResult CpuExecutor::runStep(size_t index, const Bound &bound,
                   step.scratchSize,
                   pool,
                   &why,
-                  comm_};
+                  comm_,
+                  {step.transposed[0], step.transposed[1]}};
   if (succeeded(step.kernel(args))) {
-    if (findNonFinite_)
+    if (findNonFinite_ && step.kernel != skipped)
       checkFinite(index, args.out, operands);
     return success();
   }

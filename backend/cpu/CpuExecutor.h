@@ -116,7 +116,12 @@ private:
     KernelFn kernel;
     std::vector<Source> operands;
     uint64_t offset, scratchOffset, scratchSize;
+    bool transposed[2] = {false, false}; // KernelArgs::transposed
   };
+  // Skips the transposes that only matmuls read, when the matrix they turn
+  // is an argument (it stays whole through the step): each such matmul
+  // reads the argument with GEMM's transpose flag (readsTransposed).
+  void foldTransposes();
 
   TensorRef resolve(const Source &s,
                     llvm::ArrayRef<const runtime::Tensor *> args);

@@ -42,6 +42,10 @@ struct KernelArgs {
   // communication ops exchange data through it, and local_split asks it
   // for the device's coordinate.
   Communicator *comm = nullptr;
+  // matmul and matmul_epilogue: operand 0 or 1 is given as the matrix it is
+  // the transpose of (the executor skipped that transpose op), to be read
+  // through GEMM's transpose flag instead of a copy.
+  bool transposed[2] = {false, false};
 
   LogicalResult fail(std::string message) const {
     if (error)

@@ -24,21 +24,28 @@ namespace {
 
 constexpr int64_t kRowBlock = 64;
 
-void gemm(const float *a, const float *b, float *c, int64_t m, int64_t n,
-          int64_t k) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k),
-              1.0f, a, int(k), b, int(n), 0.0f, c, int(n));
-}
-void gemm(const double *a, const double *b, double *c, int64_t m, int64_t n,
-          int64_t k) {
-  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k),
-              1.0, a, int(k), b, int(n), 0.0, c, int(n));
-}
-
 struct MatmulShape {
   int64_t batches, m, k, n;
   bool sharedB; // b is [K, N], used by every batch
+  // a is stored [K, M] (2-D), b [N, K] (2-D): read through GEMM's
+  // transpose flags (KernelArgs::transposed).
+  bool transA = false, transB = false;
 };
+
+// c[m, n] = op(a) @ op(b), where a points at row r0 of op(a) (a column of a
+// transposed a, whose rows hold `lda` elements) and b at the whole op(b).
+void gemm(const float *a, const float *b, float *c, int64_t m, int64_t n,
+          int64_t k, const MatmulShape &s, int64_t lda) {
+  cblas_sgemm(CblasRowMajor, s.transA ? CblasTrans : CblasNoTrans,
+              s.transB ? CblasTrans : CblasNoTrans, int(m), int(n), int(k),
+              1.0f, a, int(lda), b, int(s.transB ? k : n), 0.0f, c, int(n));
+}
+void gemm(const double *a, const double *b, double *c, int64_t m, int64_t n,
+          int64_t k, const MatmulShape &s, int64_t lda) {
+  cblas_dgemm(CblasRowMajor, s.transA ? CblasTrans : CblasNoTrans,
+              s.transB ? CblasTrans : CblasNoTrans, int(m), int(n), int(k),
+              1.0, a, int(lda), b, int(s.transB ? k : n), 0.0, c, int(n));
+}
 
 // c = a @ b in T (float or double), blocks of rows in parallel. A shared b
 // makes [..., M, K] @ [K, N] one [batches * M, K] GEMM. `after(begin, end)`
@@ -53,8 +60,11 @@ void gemmBlocks(const T *a, const T *b, T *c, const MatmulShape &s,
     for (int64_t task = lo; task < hi; ++task) {
       int64_t g = task / blocks, r0 = (task % blocks) * kRowBlock;
       int64_t r1 = std::min(rows, r0 + kRowBlock);
-      gemm(a + (g * rows + r0) * s.k, b + g * s.k * s.n,
-           c + (g * rows + r0) * s.n, r1 - r0, s.n, s.k);
+      // Rows r0.. of op(a): of a transposed a (2-D, one group), its
+      // columns r0..
+      const T *rowsOfA = s.transA ? a + r0 : a + (g * rows + r0) * s.k;
+      gemm(rowsOfA, b + g * s.k * s.n, c + (g * rows + r0) * s.n, r1 - r0,
+           s.n, s.k, s, s.transA ? rows : s.k);
       after((g * rows + r0) * s.n, (g * rows + r1) * s.n);
     }
   });
@@ -68,9 +78,11 @@ void gemmBlocks(const T *a, const T *b, T *c, const MatmulShape &s,
 MatmulShape matmulShape(const KernelArgs &args) {
   const ir::TensorType &at = *args.in[0].type, &bt = *args.in[1].type;
   MatmulShape s;
-  s.m = at.shape[at.rank() - 2];
-  s.k = at.shape[at.rank() - 1];
-  s.n = bt.shape[bt.rank() - 1];
+  s.transA = args.transposed[0];
+  s.transB = args.transposed[1];
+  s.m = at.shape[at.rank() - (s.transA ? 1 : 2)];
+  s.k = at.shape[at.rank() - (s.transA ? 2 : 1)];
+  s.n = bt.shape[bt.rank() - (s.transB ? 2 : 1)];
   s.batches = s.m * s.n == 0 ? 0 : args.out.size() / (s.m * s.n);
   s.sharedB = bt.rank() == 2;
   return s;

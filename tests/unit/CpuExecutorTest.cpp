@@ -156,3 +156,41 @@ TEST_CASE("CPU executor: updates give the new values of parameters and state") {
 
 } // namespace
 } // namespace mgc::backend::testing
+
+namespace mgc::backend::testing {
+namespace {
+
+// Transposes of argument matrices that only matmuls read are skipped, the
+// matmuls reading the argument through GEMM's transpose flags: as a, as b,
+// both, in matmul_epilogue, in bf16, in a batched matmul's b; a transpose
+// that is also an output, or that another op reads, is kept. Every output
+// agrees with the interpreter.
+TEST_CASE("CPU executor: matmuls read transposed argument matrices in place") {
+  for (ir::DType f : {ir::DType::F32, ir::DType::F64, ir::DType::BF16}) {
+    INFO(ir::dtypeName(f).str());
+    OpCase c(f);
+    ir::Value *x = c.x("x", {5, 7}), *w = c.x("w", {9, 7});
+    ir::Value *v = c.x("v", {7, 5}), *bias = c.x("bias", {9});
+    ir::Value *x3 = c.x("x3", {2, 5, 7});
+    ir::Attrs swap;
+    swap.set("perm", std::vector<int64_t>{1, 0});
+    ir::Value *wT = c.op(ir::OpKind::Transpose, {w}, swap); // [7, 9]
+    ir::Value *vT = c.op(ir::OpKind::Transpose, {v}, swap); // [5, 7]
+    ir::Value *xT = c.op(ir::OpKind::Transpose, {x}, swap); // [7, 5]
+    c.out("b_transposed", c.op(ir::OpKind::Matmul, {x, wT}));      // [5, 9]
+    c.out("a_transposed", c.op(ir::OpKind::Matmul, {vT, wT}));     // [5, 9]
+    c.out("batched", c.op(ir::OpKind::Matmul, {x3, wT}));          // [2, 5, 9]
+    ir::Attrs epilogue;
+    epilogue.set("epilogue", std::string("bias_gelu"));
+    c.out("epilogue", c.op(ir::OpKind::MatmulEpilogue, {x, wT, bias}, epilogue));
+    // Kept: an output, and read by an add.
+    c.out("x_transposed", xT);
+    c.out("v_sum", c.op(ir::OpKind::Add, {vT, vT}));
+    c.out("a_kept", c.op(ir::OpKind::Matmul, {xT, x}));             // [7, 7]
+    compareWithInterpreter(c.module, randomArguments(c.module, 3, 0, -1, 1),
+                           f == ir::DType::BF16 ? 2e-2 : 1e-5);
+  }
+}
+
+} // namespace
+} // namespace mgc::backend::testing
