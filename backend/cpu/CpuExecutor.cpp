@@ -68,6 +68,7 @@ std::unique_ptr<CpuExecutor> CpuExecutor::create(const Executable &exe,
     ex->steps_.push_back(std::move(step));
   }
   ex->foldTransposes();
+  ex->placeUpdates();
   uint64_t bytes = std::max<uint64_t>(exe.plan.peak, kArenaAlignment);
   ex->arena_ = static_cast<std::byte *>(
       ::operator new(bytes, std::align_val_t(kArenaAlignment), std::nothrow));
@@ -144,6 +145,46 @@ void CpuExecutor::foldTransposes() {
   }
 }
 
+void CpuExecutor::placeUpdates() {
+  const ir::Graph &g = exe_.module->graph();
+  llvm::DenseMap<const ir::Value *, size_t> stepOf;
+  for (size_t i = 0; i < steps_.size(); ++i)
+    stepOf[steps_[i].op->result()] = i;
+  llvm::DenseMap<const ir::Value *, unsigned> valueUses;
+  for (const ir::Update &u : g.updates())
+    ++valueUses[u.value];
+  llvm::DenseSet<const ir::Value *> outputs;
+  for (const ir::Output &o : g.outputs())
+    outputs.insert(o.value);
+  for (const ir::Update &u : g.updates()) {
+    auto producer = stepOf.find(u.value);
+    if (producer == stepOf.end() || valueUses[u.value] != 1 ||
+        outputs.contains(u.target) ||
+        steps_[producer->second].op->kind() != ir::OpKind::Fused ||
+        u.value->type() != u.target->type())
+      continue;
+    int a = static_cast<int>(llvm::find(arguments_, u.target) -
+                             arguments_.begin());
+    // No step after the producer may read the old value.
+    bool readLater = false;
+    for (size_t i = producer->second + 1; i < steps_.size() && !readLater;
+         ++i)
+      for (const Source &src : steps_[i].operands)
+        readLater |= src.argument == a;
+    if (readLater)
+      continue;
+    steps_[producer->second].update = a;
+    updateArgument_[u.value] = a;
+  }
+  // The readers of a marked value look for it where the run put it.
+  for (Step &step : steps_)
+    for (unsigned j = 0; j < step.op->numOperands(); ++j)
+      if (step.operands[j].argument < 0)
+        if (auto it = updateArgument_.find(step.op->operand(j));
+            it != updateArgument_.end())
+          step.operands[j].update = it->second;
+}
+
 CpuExecutor::Source CpuExecutor::sourceOf(const ir::Value *v) const {
   Source s;
   s.type = &v->type();
@@ -153,6 +194,8 @@ CpuExecutor::Source CpuExecutor::sourceOf(const ir::Value *v) const {
         s.argument = static_cast<int>(i);
   } else {
     s.offset = offsetOf_.lookup(v);
+    if (auto it = updateArgument_.find(v); it != updateArgument_.end())
+      s.update = it->second;
   }
   return s;
 }
@@ -162,6 +205,9 @@ TensorRef CpuExecutor::resolve(const Source &s,
   if (s.argument >= 0)
     // Kernels never write their operands; the cast only fits TensorRef.
     return {const_cast<std::byte *>(args[s.argument]->data()), s.type};
+  if (s.update >= 0 && inPlace_[s.update])
+    // An update's value in its target, which the caller lent for it.
+    return {const_cast<std::byte *>(args[s.update]->data()), s.type};
   return {arena_ + s.offset, s.type};
 }
 
@@ -189,6 +235,7 @@ LogicalResult CpuExecutor::bindArguments(const TensorRefs &arguments,
     nonFinite_.reset();
   }
   bound.assign(arguments_.size(), nullptr);
+  inPlace_.assign(arguments_.size(), 0);
   for (size_t i = 0; i < arguments_.size(); ++i) {
     const ir::Value &arg = *arguments_[i];
     auto it = arguments.find(arg.name());
@@ -219,9 +266,13 @@ LogicalResult CpuExecutor::runStep(size_t index, const Bound &bound,
   for (const Source &s : step.operands)
     operands.push_back(resolve(s, bound));
   std::string why;
+  Source result;
+  result.offset = step.offset;
+  result.type = &step.op->type();
+  result.update = step.update;
   KernelArgs args{*step.op,
                   operands,
-                  {arena_ + step.offset, &step.op->type()},
+                  resolve(result, bound),
                   arena_ + step.scratchOffset,
                   step.scratchSize,
                   pool,
@@ -314,10 +365,13 @@ RunResult CpuExecutor::collectResults(const Bound &bound,
   for (const ir::Update &u : graph.updates())
     if (!target(u))
       result.updates[u.target->name()] = copyOut(u.value);
-  for (const ir::Update &u : graph.updates())
-    if (runtime::Tensor *into = target(u); into && into->nbytes())
-      std::memcpy(into->data(), resolve(sourceOf(u.value), bound).data,
-                  into->nbytes());
+  for (const ir::Update &u : graph.updates()) {
+    runtime::Tensor *into = target(u);
+    const std::byte *src = into ? resolve(sourceOf(u.value), bound).data
+                                : nullptr;
+    if (into && into->nbytes() && src != into->data())
+      std::memcpy(into->data(), src, into->nbytes());
+  }
   return result;
 }
 
@@ -332,6 +386,13 @@ FailureOr<RunResult> CpuExecutor::run(const TensorRefs &arguments,
   Bound bound;
   if (failed(bindArguments(arguments, bound, diag)))
     return failure();
+  // Updates placed in their targets: where the caller lent the argument
+  // itself as the target.
+  if (updateInto)
+    for (const auto &[value, a] : updateArgument_) {
+      auto it = updateInto->find(arguments_[a]->name());
+      inPlace_[a] = it != updateInto->end() && it->second == bound[a];
+    }
   std::string error;
   for (size_t i = 0; i < steps_.size(); ++i)
     if (failed(runStep(i, bound, pool_, error))) {

@@ -110,6 +110,9 @@ private:
     int argument = -1; // index into arguments_, or -1: arena at `offset`
     uint64_t offset = 0;
     const ir::TensorType *type = nullptr;
+    // The value of an update written in place (placeUpdates): in a run
+    // where the argument with this index is its target, it lives there.
+    int update = -1;
   };
   struct Step {
     const ir::Op *op;
@@ -117,7 +120,14 @@ private:
     std::vector<Source> operands;
     uint64_t offset, scratchOffset, scratchSize;
     bool transposed[2] = {false, false}; // KernelArgs::transposed
+    int update = -1; // Source::update of its result
   };
+  // Marks the fused ops that may write an update's value into its target
+  // argument instead of the arena: the op is the update's producer, every
+  // other reader of the argument runs before it, and a fused op reads each
+  // block of its operands before it writes that block. Whether a run does
+  // so depends on its `updateInto` (run).
+  void placeUpdates();
   // Skips the transposes that only matmuls read, when the matrix they turn
   // is an argument (it stays whole through the step): each such matmul
   // reads the argument with GEMM's transpose flag (readsTransposed).
@@ -132,6 +142,11 @@ private:
   Communicator *comm_ = nullptr;
   std::vector<const ir::Value *> arguments_; // graph arguments in order
   std::vector<Step> steps_;
+  // Of this run: per argument, whether updates are written into it
+  // (placeUpdates; set by run, clear after bindArguments).
+  std::vector<char> inPlace_;
+  // The update values placeUpdates marked, and the argument of each.
+  llvm::DenseMap<const ir::Value *, int> updateArgument_;
   std::byte *arena_ = nullptr;
   bool findNonFinite_ = false;
   mutable std::mutex nonFiniteMutex_;

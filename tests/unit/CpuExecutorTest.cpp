@@ -194,3 +194,68 @@ TEST_CASE("CPU executor: matmuls read transposed argument matrices in place") {
 
 } // namespace
 } // namespace mgc::backend::testing
+
+namespace mgc::backend::testing {
+namespace {
+
+// A run given its own argument tensors as the update targets writes each
+// fused update into its target (no copy) where nothing reads the old value
+// later, and copies it where something does; either way the arguments end
+// with the interpreter's new values, as a run without targets returns them.
+TEST_CASE("CPU executor: updates written into their targets in place") {
+  const char *text = R"IR(module @m {
+  input %g : f32[300]
+  param %w : f32[300] = zeros
+  param %v : f32[300] = zeros
+  state %m : f32[300] = zeros
+  %0 = fused(%m, %g) {dtype = "f32", expr = "mul(%0, 0.9); add(#0, %1)", shape = [300]} : f32[300]
+  %1 = fused(%w, %0) {dtype = "f32", expr = "mul(%1, 0.5); sub(%0, #0)", shape = [300]} : f32[300]
+  %2 = fused(%v, %0) {dtype = "f32", expr = "add(%0, %1)", shape = [300]} : f32[300]
+  %3 = sum(%v) {axes = [0], keepdims = false} : f32[]
+  %4 = sum(%1) {axes = [0], keepdims = false} : f32[]
+  output old_v = %3
+  output new_w = %4
+  update %m = %0
+  update %w = %1
+  update %v = %2
+}
+)IR";
+  DiagnosticEngine diag;
+  auto m = ir::parseModuleText("inplace.mgir", text, diag);
+  REQUIRE(m);
+  ir::TensorMap args = randomArguments(*m, 7, 0, -1, 1);
+  ir::TensorMap updated;
+  auto want = ir::interpret(*m, args, diag, &updated);
+  REQUIRE(want.succeeded());
+
+  auto exe = backend::buildExecutable(cloneModule(*m), cpu::scratchBytes);
+  auto ex = cpu::CpuExecutor::create(*exe, cpu::CpuOptions(), diag);
+  REQUIRE(ex);
+  cpu::NamedTensors tensors = toTensors(args);
+  cpu::CpuExecutor::TensorRefs refs;
+  cpu::CpuExecutor::UpdateTargets into;
+  for (auto &[name, t] : tensors) {
+    refs[name] = &t;
+    if (name != "g")
+      into[name] = &t;
+  }
+  for (int step = 0; step < 2; ++step) {
+    auto ran = ex->run(refs, diag, &into);
+    REQUIRE(ran.succeeded());
+    CHECK(ran->updates.empty());
+    compareTensors(ran->outputs.at("old_v"), want->at("old_v"), 1e-5,
+                   "old_v");
+    compareTensors(ran->outputs.at("new_w"), want->at("new_w"), 1e-5,
+                   "new_w");
+    for (const char *name : {"m", "w", "v"})
+      compareTensors(tensors.at(name), updated.at(name), 1e-5, name);
+    // The next step starts from the new values.
+    ir::applyUpdates(args, updated);
+    updated.clear();
+    want = ir::interpret(*m, args, diag, &updated);
+    REQUIRE(want.succeeded());
+  }
+}
+
+} // namespace
+} // namespace mgc::backend::testing
