@@ -104,15 +104,22 @@ template <typename C> C applyFused(FusedOp op, C a, C b) {
   return a;
 }
 
-// applyFused over n elements (b unused for a unary instruction), with the
-// instruction's case chosen once for the whole loop.
+// applyFused over n elements (b null for a unary instruction), with the
+// instruction's case chosen once for the whole loop. `out` never overlaps
+// `a` or `b` (which may overlap each other): the loops vectorise without
+// run-time overlap checks.
 template <typename C>
-void applyFusedBlock(FusedOp op, const C *a, const C *b, C *out, int64_t n) {
+void applyFusedBlock(FusedOp op, const C *__restrict a, const C *__restrict b,
+                     C *__restrict out, int64_t n) {
   switch (op) {
 #define MGC_FUSED_CASE(K)                                                      \
   case FusedOp::K:                                                             \
-    for (int64_t k = 0; k < n; ++k)                                            \
-      out[k] = applyFused<C>(FusedOp::K, a[k], b ? b[k] : C(0));               \
+    if (b)                                                                     \
+      for (int64_t k = 0; k < n; ++k)                                          \
+        out[k] = applyFused<C>(FusedOp::K, a[k], b[k]);                        \
+    else                                                                       \
+      for (int64_t k = 0; k < n; ++k)                                          \
+        out[k] = applyFused<C>(FusedOp::K, a[k], C(0));                        \
     break;
     MGC_FUSED_CASE(Add) MGC_FUSED_CASE(Sub) MGC_FUSED_CASE(Mul)
     MGC_FUSED_CASE(Div) MGC_FUSED_CASE(Minimum) MGC_FUSED_CASE(Maximum)

@@ -8,6 +8,7 @@
 
 #include "ir/FusedExpr.h"
 
+#include <type_traits>
 #include <vector>
 
 namespace mgc::backend::cpu {
@@ -58,8 +59,16 @@ template <typename C, typename Out>
 void runFused(const KernelArgs &args, const ir::FusedExpr &expr) {
   const ir::Shape &shape = args.out.type->shape;
   std::vector<std::vector<int64_t>> strides;
-  for (const TensorRef &in : args.in)
+  std::vector<const C *> direct;
+  for (const TensorRef &in : args.in) {
     strides.push_back(ir::broadcastStrides(in.shape(), shape));
+    constexpr ir::DType computeType =
+        std::is_same_v<C, double> ? ir::DType::F64 : ir::DType::F32;
+    bool whole = in.dtype() == computeType &&
+                 llvm::ArrayRef<int64_t>(in.shape()) ==
+                     llvm::ArrayRef<int64_t>(shape);
+    direct.push_back(whole ? in.as<C>() : nullptr);
+  }
   const int64_t rank = static_cast<int64_t>(shape.size());
   args.pool.parallelFor(
       args.out.size(), kElementGrain, [&](int64_t begin, int64_t end) {
@@ -80,6 +89,12 @@ void runFused(const KernelArgs &args, const ir::FusedExpr &expr) {
               }
               if (arg.kind == ir::FusedArg::Kind::Literal) {
                 std::fill(buf, buf + n, static_cast<C>(arg.value));
+              } else if (const C *whole = direct[arg.index]) {
+                // An operand of the result's shape in the compute type:
+                // read where it is (the result is stored only after the
+                // block's last instruction, so it may be this operand).
+                ptrs[a] = whole + b;
+                continue;
               } else {
                 gather<C>(args.in[arg.index], strides[arg.index], shape, b,
                           n, index, buf);
