@@ -62,5 +62,9 @@ HostTensor initParameter(const Value &param, uint64_t seed);
 HostTensor initParameterSlab(const Value &param, uint64_t seed,
                              llvm::ArrayRef<int64_t> offsets,
                              llvm::ArrayRef<int64_t> shape);
+// Elements [begin, end) of that value in flat row-major order, into
+// out[0, end - begin): for filling a tensor in parallel pieces.
+void initParameterRange(const Value &param, uint64_t seed, int64_t begin,
+                        int64_t end, double *out);
 
 } // namespace mgc::ir

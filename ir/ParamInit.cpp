@@ -33,49 +33,73 @@ HostTensor initParameter(const Value &param, uint64_t seed) {
                            shape);
 }
 
+namespace {
+
+// The initial value of element `at` (flat, row-major) of the whole tensor.
+class InitialValue {
+public:
+  InitialValue(const Value &param, uint64_t seed)
+      : init_(param.init()), seed_(seed), stream_(hashName(param.name())) {
+    double fanIn = 0, fanOut = 0;
+    xavierFans(param.type().shape, fanIn, fanOut);
+    // With no elements there is nothing to scale (and fanIn + fanOut may be
+    // zero); otherwise both fans are at least 1.
+    if (init_.kind == InitKind::Xavier && param.type().size() > 0)
+      r_ = std::sqrt(6.0 / (fanIn + fanOut));
+  }
+
+  double operator()(uint64_t at) const {
+    switch (init_.kind) {
+    case InitKind::Zeros:
+      return 0.0;
+    case InitKind::Ones:
+      return 1.0;
+    case InitKind::Normal:
+      return init_.a + init_.b * standardNormal(seed_, stream_, at);
+    case InitKind::Uniform:
+      return init_.a + (init_.b - init_.a) * uniform01(seed_, stream_, at);
+    case InitKind::Xavier:
+      return -r_ + 2 * r_ * uniform01(seed_, stream_, at);
+    case InitKind::TruncNormal: {
+      // Drawn again (from the next stream) while outside +-2: at most a
+      // handful of tries (each succeeds with probability 0.954); after 64
+      // the mean, which no seed reaches in practice.
+      for (uint64_t k = 0; k < 64; ++k) {
+        double z = standardNormal(seed_, stream_ + k, at);
+        if (std::abs(z) <= 2)
+          return init_.a + init_.b * z;
+      }
+      return init_.a;
+    }
+    }
+    return 0.0;
+  }
+
+private:
+  const Init &init_;
+  uint64_t seed_, stream_;
+  double r_ = 0;
+};
+
+} // namespace
+
+void initParameterRange(const Value &param, uint64_t seed, int64_t begin,
+                        int64_t end, double *out) {
+  InitialValue value(param, seed);
+  for (int64_t at = begin; at < end; ++at)
+    out[at - begin] = value(static_cast<uint64_t>(at));
+}
+
 HostTensor initParameterSlab(const Value &param, uint64_t seed,
                              llvm::ArrayRef<int64_t> offsets,
                              llvm::ArrayRef<int64_t> shape) {
   const TensorType &whole = param.type();
   HostTensor t(TensorType(whole.dtype,
                           std::vector<int64_t>(shape.begin(), shape.end())));
-  const Init &init = param.init();
-  const uint64_t stream = hashName(param.name());
+  InitialValue value(param, seed);
   std::vector<double> &d = t.data;
-  double fanIn = 0, fanOut = 0, r = 0;
-  xavierFans(whole.shape, fanIn, fanOut);
-  // With no elements there is nothing to scale (and fanIn + fanOut may be
-  // zero); otherwise both fans are at least 1.
-  if (init.kind == InitKind::Xavier && whole.size() > 0)
-    r = std::sqrt(6.0 / (fanIn + fanOut));
   // Element j of the box is element `at` of the whole tensor: the value is
   // a function of the whole tensor's flat index.
-  auto value = [&](uint64_t at) -> double {
-    switch (init.kind) {
-    case InitKind::Zeros:
-      return 0.0;
-    case InitKind::Ones:
-      return 1.0;
-    case InitKind::Normal:
-      return init.a + init.b * standardNormal(seed, stream, at);
-    case InitKind::Uniform:
-      return init.a + (init.b - init.a) * uniform01(seed, stream, at);
-    case InitKind::Xavier:
-      return -r + 2 * r * uniform01(seed, stream, at);
-    case InitKind::TruncNormal: {
-      // Drawn again (from the next stream) while outside +-2: at most a
-      // handful of tries (each succeeds with probability 0.954); after 64
-      // the mean, which no seed reaches in practice.
-      for (uint64_t k = 0; k < 64; ++k) {
-        double z = standardNormal(seed, stream + k, at);
-        if (std::abs(z) <= 2)
-          return init.a + init.b * z;
-      }
-      return init.a;
-    }
-    }
-    return 0.0;
-  };
   size_t rank = shape.size();
   std::vector<int64_t> index(rank, 0);
   for (size_t j = 0; j < d.size(); ++j) {

@@ -3,6 +3,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
+#include <thread>
+#include <vector>
 
 namespace mgc::runtime {
 
@@ -126,9 +129,36 @@ void Tensor::set(int64_t i, double value) {
 }
 
 Tensor Tensor::fromHost(const ir::HostTensor &host) {
-  Tensor t(host.type);
-  for (int64_t i = 0; i < t.numel(); ++i)
+  Tensor t = uninitialized(host.type);
+  for (int64_t i = 0, n = t.numel(); i < n; ++i)
     t.set(i, host.data[static_cast<size_t>(i)]);
+  return t;
+}
+
+Tensor Tensor::initial(const ir::Value &param, uint64_t seed,
+                       unsigned threads) {
+  if (param.init().kind == ir::InitKind::Zeros)
+    return Tensor(param.type());
+  Tensor t = uninitialized(param.type());
+  constexpr int64_t kPiece = 1 << 16;
+  const int64_t n = t.numel(), pieces = (n + kPiece - 1) / kPiece;
+  auto fill = [&](int64_t first) {
+    std::vector<double> values(static_cast<size_t>(std::min(n, kPiece)));
+    for (int64_t p = first; p < pieces; p += threads) {
+      int64_t begin = p * kPiece, end = std::min(n, begin + kPiece);
+      ir::initParameterRange(param, seed, begin, end, values.data());
+      for (int64_t i = begin; i < end; ++i)
+        t.set(i, values[static_cast<size_t>(i - begin)]);
+    }
+  };
+  threads = static_cast<unsigned>(
+      std::clamp<int64_t>(threads, 1, std::max<int64_t>(pieces, 1)));
+  std::vector<std::thread> workers;
+  for (unsigned w = 1; w < threads; ++w)
+    workers.emplace_back(fill, static_cast<int64_t>(w));
+  fill(0);
+  for (std::thread &w : workers)
+    w.join();
   return t;
 }
 

@@ -46,6 +46,10 @@ public:
 
   // Conversions to and from the interpreter's float64 tensors.
   static Tensor fromHost(const ir::HostTensor &host);
+  // A parameter's (or state's) initial value (ir::initParameter), filled
+  // by `threads` threads in fixed pieces: the same value for any count.
+  static Tensor initial(const ir::Value &param, uint64_t seed,
+                        unsigned threads);
   ir::HostTensor toHost() const;
 
 private:

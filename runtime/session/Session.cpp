@@ -484,8 +484,12 @@ Session::create(const std::string &path, const SessionOptions &options) {
           if (arg->isPersistent() &&
               (!impl->meshRunner || arg->name() == passes::kStepStateName))
             impl->persistent.emplace(
-                arg->name(), runtime::Tensor::fromHost(
-                                 ir::initParameter(*arg, options.seed)));
+                arg->name(),
+                runtime::Tensor::initial(
+                    *arg, options.seed,
+                    options.threads > 0
+                        ? static_cast<unsigned>(options.threads)
+                        : backend::cpu::hardwareThreads()));
         if (impl->meshRunner) {
           if (failed(impl->meshRunner->initialize(options.seed, diag)))
             return c.status();
