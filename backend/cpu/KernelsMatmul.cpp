@@ -1,10 +1,10 @@
-// matmul through OpenBLAS GEMM. Rows are cut into blocks of a fixed size
-// (never depending on the thread count), each block one GEMM call with
-// OpenBLAS itself single-threaded, so results are bit-identical whatever
-// the number of threads. 16-bit floats are widened to f32 in scratch space,
+// matmul through OpenBLAS GEMM. The result is cut into tiles of a fixed
+// size (blocks of rows, and of columns when there are few rows; never
+// depending on the thread count), each tile one GEMM call with OpenBLAS
+// itself single-threaded, so results are bit-identical whatever the number
+// of threads. 16-bit floats are widened to f32 in scratch space,
 // multiplied with sgemm, and rounded back. matmul_epilogue runs the same
-// GEMM calls and applies its epilogue to each block of rows while it is in
-// cache, rounding as the unfused ops would (ir/MatmulEpilogue.h), so it
+// GEMM calls and applies its epilogue to each tile while it is in cache, rounding as the unfused ops would (ir/MatmulEpilogue.h), so it
 // gives the unfused matmul, add and gelu (or gelu_grad) bit for bit.
 #include "backend/CollectivePlan.h"
 #include "backend/cpu/Elem.h"
@@ -23,6 +23,9 @@ namespace mgc::backend::cpu {
 namespace {
 
 constexpr int64_t kRowBlock = 64;
+// With fewer row blocks than this, columns are cut into blocks too.
+constexpr int64_t kFewRowBlocks = 8;
+constexpr int64_t kColBlock = 256;
 
 struct MatmulShape {
   int64_t batches, m, k, n;
@@ -32,47 +35,59 @@ struct MatmulShape {
   bool transA = false, transB = false;
 };
 
-// c[m, n] = op(a) @ op(b), where a points at row r0 of op(a) (a column of a
-// transposed a, whose rows hold `lda` elements) and b at the whole op(b).
+// c[m, n] (rows of ldc elements) = op(a) @ op(b): a points at row r0 of
+// op(a) (a column of a transposed a), b at column c0 of op(b) (a row of a
+// transposed b); lda and ldb are the stored rows' lengths.
 void gemm(const float *a, const float *b, float *c, int64_t m, int64_t n,
-          int64_t k, const MatmulShape &s, int64_t lda) {
+          int64_t k, const MatmulShape &s, int64_t lda, int64_t ldb,
+          int64_t ldc) {
   cblas_sgemm(CblasRowMajor, s.transA ? CblasTrans : CblasNoTrans,
               s.transB ? CblasTrans : CblasNoTrans, int(m), int(n), int(k),
-              1.0f, a, int(lda), b, int(s.transB ? k : n), 0.0f, c, int(n));
+              1.0f, a, int(lda), b, int(ldb), 0.0f, c, int(ldc));
 }
 void gemm(const double *a, const double *b, double *c, int64_t m, int64_t n,
-          int64_t k, const MatmulShape &s, int64_t lda) {
+          int64_t k, const MatmulShape &s, int64_t lda, int64_t ldb,
+          int64_t ldc) {
   cblas_dgemm(CblasRowMajor, s.transA ? CblasTrans : CblasNoTrans,
               s.transB ? CblasTrans : CblasNoTrans, int(m), int(n), int(k),
-              1.0, a, int(lda), b, int(s.transB ? k : n), 0.0, c, int(n));
+              1.0, a, int(lda), b, int(ldb), 0.0, c, int(ldc));
 }
 
-// c = a @ b in T (float or double), blocks of rows in parallel. A shared b
-// makes [..., M, K] @ [K, N] one [batches * M, K] GEMM. `after(begin, end)`
-// runs on the elements [begin, end) of c that a block has just written.
+// c = a @ b in T (float or double), tiles of c in parallel: blocks of
+// kRowBlock rows, and with few row blocks also of kColBlock columns, so
+// that a batch of 64 rows still keeps every core busy. The tiling depends
+// only on the shapes, never on the thread count. A shared b makes
+// [..., M, K] @ [K, N] one [batches * M, K] GEMM. `after(rows, cols)` runs
+// on the tile of c (rows [r0, r1) of the whole c, columns [c0, c1)) that a
+// task has just written.
 template <typename T, typename After>
 void gemmBlocks(const T *a, const T *b, T *c, const MatmulShape &s,
                 ThreadPool &pool, After after) {
   int64_t rows = s.sharedB ? s.batches * s.m : s.m;
   int64_t groups = s.sharedB ? 1 : s.batches;
-  int64_t blocks = (rows + kRowBlock - 1) / kRowBlock;
-  pool.parallelFor(groups * blocks, 1, [&](int64_t lo, int64_t hi) {
+  int64_t rowBlocks = (rows + kRowBlock - 1) / kRowBlock;
+  int64_t colBlock = rowBlocks < kFewRowBlocks ? kColBlock : s.n;
+  int64_t colBlocks = std::max<int64_t>(1, (s.n + colBlock - 1) / colBlock);
+  int64_t tiles = rowBlocks * colBlocks;
+  pool.parallelFor(groups * tiles, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t task = lo; task < hi; ++task) {
-      int64_t g = task / blocks, r0 = (task % blocks) * kRowBlock;
-      int64_t r1 = std::min(rows, r0 + kRowBlock);
+      int64_t g = task / tiles, tile = task % tiles;
+      int64_t r0 = (tile / colBlocks) * kRowBlock, r1 = std::min(rows, r0 + kRowBlock);
+      int64_t c0 = (tile % colBlocks) * colBlock, c1 = std::min(s.n, c0 + colBlock);
       // Rows r0.. of op(a): of a transposed a (2-D, one group), its
-      // columns r0..
+      // columns r0..; columns c0.. of op(b): of a transposed b, its rows.
       const T *rowsOfA = s.transA ? a + r0 : a + (g * rows + r0) * s.k;
-      gemm(rowsOfA, b + g * s.k * s.n, c + (g * rows + r0) * s.n, r1 - r0,
-           s.n, s.k, s, s.transA ? rows : s.k);
-      after((g * rows + r0) * s.n, (g * rows + r1) * s.n);
+      const T *colsOfB = b + g * s.k * s.n + (s.transB ? c0 * s.k : c0);
+      gemm(rowsOfA, colsOfB, c + (g * rows + r0) * s.n + c0, r1 - r0, c1 - c0,
+           s.k, s, s.transA ? rows : s.k, s.transB ? s.k : s.n, s.n);
+      after(g * rows + r0, g * rows + r1, c0, c1);
     }
   });
 }
 template <typename T>
 void gemmBlocks(const T *a, const T *b, T *c, const MatmulShape &s,
                 ThreadPool &pool) {
-  gemmBlocks(a, b, c, s, pool, [](int64_t, int64_t) {});
+  gemmBlocks(a, b, c, s, pool, [](int64_t, int64_t, int64_t, int64_t) {});
 }
 
 MatmulShape matmulShape(const KernelArgs &args) {
@@ -88,19 +103,20 @@ MatmulShape matmulShape(const KernelArgs &args) {
   return s;
 }
 
-// Elements [begin, end) of c (whole rows of n) from their products: acc in
-// f32 (16-bit types, then rounded to S as the unfused matmul stores them)
-// or, when acc is null, c itself; x is bias[n] or h (gelu_grad).
+// The tile rows [r0, r1) x columns [c0, c1) of c (rows of n) from their
+// products: acc in f32 (16-bit types, then rounded to S as the unfused
+// matmul stores them) or, when acc is null, c itself; x is bias[n] or h
+// (gelu_grad).
 template <typename S>
 void epilogueRange(ir::MatmulEpilogue e, const float *acc, S *c, const S *x,
-                   int64_t n, int64_t begin, int64_t end) {
+                   int64_t n, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
   using E = Elem<S>;
   using C = ComputeOf<S>;
   auto round = [](C v) { return E::load(E::store(v)); };
   bool perColumn = e != ir::MatmulEpilogue::GeluGrad;
-  for (int64_t row = begin; row < end; row += n)
-    for (int64_t j = 0; j < n; ++j) {
-      int64_t i = row + j;
+  for (int64_t row = r0; row < r1; ++row)
+    for (int64_t j = c0; j < c1; ++j) {
+      int64_t i = row * n + j;
       C p = acc ? round(static_cast<C>(acc[i])) : E::load(c[i]);
       C v = E::load(x[perColumn ? j : i]);
       c[i] = E::store(ir::applyMatmulEpilogue<C>(e, p, v, round));
@@ -208,13 +224,14 @@ LogicalResult kernelMatmulEpilogue(const KernelArgs &args) {
     if (s.k == 0) { // an empty contraction: the epilogue of zeros
       std::memset(c, 0, static_cast<size_t>(nc) * sizeof(S));
       args.pool.parallelFor(nc / s.n, kRowGrain, [&](int64_t lo, int64_t hi) {
-        epilogueRange<S>(*e, nullptr, c, x, s.n, lo * s.n, hi * s.n);
+        epilogueRange<S>(*e, nullptr, c, x, s.n, lo, hi, 0, s.n);
       });
     } else if constexpr (std::is_same_v<S, float> ||
                          std::is_same_v<S, double>) {
-      gemmBlocks(a, b, c, s, args.pool, [&](int64_t begin, int64_t end) {
-        epilogueRange<S>(*e, nullptr, c, x, s.n, begin, end);
-      });
+      gemmBlocks(a, b, c, s, args.pool,
+                 [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+                   epilogueRange<S>(*e, nullptr, c, x, s.n, r0, r1, c0, c1);
+                 });
     } else {
       // bf16 / f16: widen into scratch, sgemm, then round each block and
       // apply the epilogue.
@@ -231,9 +248,10 @@ LogicalResult kernelMatmulEpilogue(const KernelArgs &args) {
       };
       widen(a, fa, na);
       widen(b, fb, nb);
-      gemmBlocks(fa, fb, fc, s, args.pool, [&](int64_t begin, int64_t end) {
-        epilogueRange<S>(*e, fc, c, x, s.n, begin, end);
-      });
+      gemmBlocks(fa, fb, fc, s, args.pool,
+                 [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+                   epilogueRange<S>(*e, fc, c, x, s.n, r0, r1, c0, c1);
+                 });
     }
     return success();
   });
