@@ -200,6 +200,20 @@ std::vector<BufferRequest> resultBuffers(const ir::Graph &graph,
         requests[it->second].last = std::max(requests[it->second].last, wait);
     }
   }
+  // A backend may skip a matrix transpose that only matmuls read, the
+  // matmuls reading the matrix through GEMM's transpose flag
+  // (CpuExecutor::foldTransposes): its operand stays live as long as its
+  // result does.
+  for (uint32_t s = 0; s < steps; ++s) {
+    const ir::Op *op = index.ops[order[s]];
+    if (op->kind() != ir::OpKind::Transpose ||
+        op->operand(0)->type().rank() != 2)
+      continue;
+    auto it = index.of.find(op->operand(0));
+    if (it != index.of.end())
+      requests[it->second].last =
+          std::max(requests[it->second].last, requests[order[s]].last);
+  }
   for (size_t i = 0; i < index.ops.size(); ++i)
     requests[i].size = typeBytes(index.ops[i]->type());
   return requests;

@@ -2,6 +2,7 @@
 // then each run binds the argument tensors and walks the steps.
 #include "backend/cpu/CpuExecutor.h"
 
+#include "backend/MemoryPlan.h"
 #include "backend/PlanReport.h"
 #include "backend/cpu/Elem.h"
 
@@ -102,15 +103,29 @@ bool isMatmul(const ir::Op &op) {
          op.kind() == ir::OpKind::MatmulEpilogue;
 }
 
-// A transpose of a floating-point matrix argument, [N, K] -> [K, N].
-bool transposesArgumentMatrix(const ir::Op &op) {
+// A transpose of a floating-point matrix, [N, K] -> [K, N].
+bool transposesMatrix(const ir::Op &op) {
   const ir::Value *x = op.operand(0);
-  return op.kind() == ir::OpKind::Transpose && x->isArgument() &&
-         x->type().rank() == 2 && !ir::isInteger(x->type().dtype) &&
+  return op.kind() == ir::OpKind::Transpose && x->type().rank() == 2 &&
+         !ir::isInteger(x->type().dtype) &&
          op.attrs().getInts("perm") == std::vector<int64_t>{1, 0};
 }
 
 } // namespace
+
+bool CpuExecutor::arenaKept(const Source &src, size_t from, size_t to) const {
+  const uint64_t lo = src.offset, hi = src.offset + typeBytes(*src.type);
+  auto overlaps = [&](uint64_t offset, uint64_t size) {
+    return size > 0 && offset < hi && lo < offset + size;
+  };
+  for (size_t i = from; i <= to; ++i) {
+    const Step &s = steps_[i];
+    if (overlaps(s.offset, typeBytes(s.op->type())) ||
+        overlaps(s.scratchOffset, s.scratchSize))
+      return false;
+  }
+  return true;
+}
 
 void CpuExecutor::foldTransposes() {
   llvm::DenseMap<const ir::Value *, std::vector<std::pair<size_t, unsigned>>>
@@ -124,17 +139,25 @@ void CpuExecutor::foldTransposes() {
     kept.insert(o.value);
   for (const ir::Update &u : g.updates())
     kept.insert(u.value);
-  for (Step &t : steps_) {
+  for (size_t index = 0; index < steps_.size(); ++index) {
+    Step &t = steps_[index];
     const ir::Value *v = t.op->result();
-    if (!transposesArgumentMatrix(*t.op) || kept.contains(v))
+    if (!transposesMatrix(*t.op) || kept.contains(v) ||
+        kept.contains(t.op->operand(0)))
       continue;
     auto it = uses.find(v);
     if (it == uses.end() ||
         !llvm::all_of(it->second, [&](const auto &use) {
           // A transposed a: only with a matrix b (one GEMM of its rows).
+          // The matrix turned must be there when the matmul runs: an
+          // argument is; an op's result only if no step from the
+          // transpose to the matmul writes over its bytes (the plan may
+          // reuse them once the transpose has read them).
           const ir::Op &user = *steps_[use.first].op;
           return isMatmul(user) && use.second < 2 &&
-                 user.operand(1)->type().rank() == 2;
+                 user.operand(1)->type().rank() == 2 &&
+                 (t.operands[0].argument >= 0 ||
+                  arenaKept(t.operands[0], index, use.first));
         }))
       continue;
     for (const auto &[user, operand] : it->second) {

@@ -128,10 +128,14 @@ private:
   // block of its operands before it writes that block. Whether a run does
   // so depends on its `updateInto` (run).
   void placeUpdates();
-  // Skips the transposes that only matmuls read, when the matrix they turn
-  // is an argument (it stays whole through the step): each such matmul
-  // reads the argument with GEMM's transpose flag (readsTransposed).
+  // Skips the transposes of matrices that only matmuls read, when the
+  // matrix stays whole until those matmuls run (an argument, or a result
+  // whose bytes no step in between overwrites): each such matmul reads it
+  // with GEMM's transpose flag (KernelArgs::transposed).
   void foldTransposes();
+  // Whether no step from `from` to `to` (inclusive) writes a result or
+  // scratch space over the arena bytes of `src`.
+  bool arenaKept(const Source &src, size_t from, size_t to) const;
 
   TensorRef resolve(const Source &s,
                     llvm::ArrayRef<const runtime::Tensor *> args);

@@ -160,12 +160,13 @@ TEST_CASE("CPU executor: updates give the new values of parameters and state") {
 namespace mgc::backend::testing {
 namespace {
 
-// Transposes of argument matrices that only matmuls read are skipped, the
-// matmuls reading the argument through GEMM's transpose flags: as a, as b,
-// both, in matmul_epilogue, in bf16, in a batched matmul's b; a transpose
-// that is also an output, or that another op reads, is kept. Every output
+// Transposes of matrices that only matmuls read are skipped, the matmuls
+// reading the matrix through GEMM's transpose flags: arguments as a, as b,
+// both, in matmul_epilogue, in bf16, in a batched matmul's b; results of
+// ops (whose arena bytes must survive until the matmul); a transpose that
+// is also an output, or that another op reads, is kept. Every output
 // agrees with the interpreter.
-TEST_CASE("CPU executor: matmuls read transposed argument matrices in place") {
+TEST_CASE("CPU executor: matmuls read transposed matrices in place") {
   for (ir::DType f : {ir::DType::F32, ir::DType::F64, ir::DType::BF16}) {
     INFO(ir::dtypeName(f).str());
     OpCase c(f);
@@ -187,6 +188,14 @@ TEST_CASE("CPU executor: matmuls read transposed argument matrices in place") {
     c.out("x_transposed", xT);
     c.out("v_sum", c.op(ir::OpKind::Add, {vT, vT}));
     c.out("a_kept", c.op(ir::OpKind::Matmul, {xT, x}));             // [7, 7]
+    // Transposes of results: of x + x as a, of w * w as b.
+    ir::Value *u = c.x("u", {5, 3});
+    ir::Value *sumT = c.op(ir::OpKind::Transpose,
+                           {c.op(ir::OpKind::Add, {x, x})}, swap); // [7, 5]
+    c.out("result_a", c.op(ir::OpKind::Matmul, {sumT, u}));       // [7, 3]
+    ir::Value *sqT = c.op(ir::OpKind::Transpose,
+                          {c.op(ir::OpKind::Mul, {w, w})}, swap);  // [7, 9]
+    c.out("result_b", c.op(ir::OpKind::Matmul, {x, sqT}));         // [5, 9]
     compareWithInterpreter(c.module, randomArguments(c.module, 3, 0, -1, 1),
                            f == ir::DType::BF16 ? 2e-2 : 1e-5);
   }
