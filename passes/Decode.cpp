@@ -14,7 +14,6 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 
-#include <numeric>
 
 namespace mgc::passes {
 
@@ -24,11 +23,6 @@ using ir::Op;
 using ir::OpKind;
 using ir::TensorType;
 using ir::Value;
-
-int64_t product(llvm::ArrayRef<int64_t> dims) {
-  return std::accumulate(dims.begin(), dims.end(), int64_t{1},
-                         std::multiplies<int64_t>());
-}
 
 // An axis attribute (possibly negative) as an index into `rank` axes.
 int64_t normalizeAxis(int64_t axis, int64_t rank) {
@@ -341,9 +335,11 @@ DecodeBuilder::rule(const Op &op, llvm::ArrayRef<Mapped> in) {
     // before it, the same size.
     llvm::ArrayRef<int64_t> from = op.operand(0)->type().shape;
     std::vector<int64_t> to = op.attrs().getInts("shape");
-    int64_t before = product(from.take_front(a));
+    // (Shapes of verified values: their element counts fit.)
+    int64_t before = *ir::numElements(from.take_front(a));
     for (size_t j = 0; j < to.size(); ++j)
-      if (product(llvm::ArrayRef<int64_t>(to).take_front(j)) == before &&
+      if (ir::numElements(llvm::ArrayRef<int64_t>(to).take_front(j)) ==
+              before &&
           to[j] == context_) {
         to[j] = 1;
         ir::Attrs attrs = op.attrs();

@@ -179,6 +179,13 @@ void CpuExecutor::placeUpdates() {
   llvm::DenseSet<const ir::Value *> outputs;
   for (const ir::Output &o : g.outputs())
     outputs.insert(o.value);
+  // The last step reading each argument (after foldTransposes redirected
+  // matmuls to the matrices themselves).
+  std::vector<size_t> lastRead(arguments_.size(), 0);
+  for (size_t i = 0; i < steps_.size(); ++i)
+    for (const Source &src : steps_[i].operands)
+      if (src.argument >= 0)
+        lastRead[src.argument] = i;
   for (const ir::Update &u : g.updates()) {
     auto producer = stepOf.find(u.value);
     if (producer == stepOf.end() || valueUses[u.value] != 1 ||
@@ -189,12 +196,7 @@ void CpuExecutor::placeUpdates() {
     int a = static_cast<int>(llvm::find(arguments_, u.target) -
                              arguments_.begin());
     // No step after the producer may read the old value.
-    bool readLater = false;
-    for (size_t i = producer->second + 1; i < steps_.size() && !readLater;
-         ++i)
-      for (const Source &src : steps_[i].operands)
-        readLater |= src.argument == a;
-    if (readLater)
+    if (lastRead[a] > producer->second)
       continue;
     steps_[producer->second].update = a;
     updateArgument_[u.value] = a;

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cstring>
 #include <mutex>
+#include <type_traits>
 
 namespace mgc::backend::cpu {
 
@@ -38,19 +39,17 @@ struct MatmulShape {
 // c[m, n] (rows of ldc elements) = op(a) @ op(b): a points at row r0 of
 // op(a) (a column of a transposed a), b at column c0 of op(b) (a row of a
 // transposed b); lda and ldb are the stored rows' lengths.
-void gemm(const float *a, const float *b, float *c, int64_t m, int64_t n,
-          int64_t k, const MatmulShape &s, int64_t lda, int64_t ldb,
-          int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, s.transA ? CblasTrans : CblasNoTrans,
-              s.transB ? CblasTrans : CblasNoTrans, int(m), int(n), int(k),
-              1.0f, a, int(lda), b, int(ldb), 0.0f, c, int(ldc));
-}
-void gemm(const double *a, const double *b, double *c, int64_t m, int64_t n,
-          int64_t k, const MatmulShape &s, int64_t lda, int64_t ldb,
-          int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, s.transA ? CblasTrans : CblasNoTrans,
-              s.transB ? CblasTrans : CblasNoTrans, int(m), int(n), int(k),
-              1.0, a, int(lda), b, int(ldb), 0.0, c, int(ldc));
+template <typename T>
+void gemm(const T *a, const T *b, T *c, int64_t m, int64_t n, int64_t k,
+          const MatmulShape &s, int64_t lda, int64_t ldb, int64_t ldc) {
+  auto ta = s.transA ? CblasTrans : CblasNoTrans;
+  auto tb = s.transB ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, ta, tb, int(m), int(n), int(k), 1.0f, a,
+                int(lda), b, int(ldb), 0.0f, c, int(ldc));
+  else
+    cblas_dgemm(CblasRowMajor, ta, tb, int(m), int(n), int(k), 1.0, a,
+                int(lda), b, int(ldb), 0.0, c, int(ldc));
 }
 
 // c = a @ b in T (float or double), tiles of c in parallel: blocks of

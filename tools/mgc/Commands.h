@@ -55,6 +55,13 @@ struct NamedPath {
 std::string outputOverwritesInput(llvm::ArrayRef<NamedPath> outputs,
                                   llvm::ArrayRef<NamedPath> inputs);
 
+// Prints an error of `mgc COMMAND` and returns `code`: a message from
+// the library that already says "error:" is printed as it is (prefixed
+// with the command when it starts with it), any other is prefixed with
+// "mgc COMMAND: error: ".
+int commandError(llvm::StringRef command, const std::string &message,
+                 int code = kUserError);
+
 // Parses arguments for a command, handling --help and usage errors. Returns
 // nullopt with `exitCode` set when the command should stop.
 std::optional<ParsedArgs> parseCommandArgs(const CommandSpec &spec,

@@ -134,4 +134,16 @@ int emitText(const std::string &text, const ParsedArgs &args,
   return kSuccess;
 }
 
+int commandError(llvm::StringRef command, const std::string &message,
+                 int code) {
+  llvm::StringRef m(message);
+  if (m.startswith("error:"))
+    llvm::errs() << "mgc " << command << ": " << message << "\n";
+  else if (m.contains("error:"))
+    llvm::errs() << message << "\n";
+  else
+    llvm::errs() << "mgc " << command << ": error: " << message << "\n";
+  return code;
+}
+
 } // namespace mgc::cli

@@ -17,14 +17,7 @@ namespace mgc::cli {
 namespace {
 
 int evalError(const std::string &message, int code = kUserError) {
-  llvm::StringRef m(message);
-  if (m.startswith("error:"))
-    llvm::errs() << "mgc eval: " << message << "\n";
-  else if (m.contains("error:"))
-    llvm::errs() << message << "\n";
-  else
-    llvm::errs() << "mgc eval: error: " << message << "\n";
-  return code;
+  return commandError("eval", message, code);
 }
 
 int usage(const std::string &message) {
@@ -105,11 +98,9 @@ int runEval(llvm::ArrayRef<std::string> rawArgs) {
   SessionOptions options;
   if (std::string why = parseDefines(*args, options.defines); !why.empty())
     return usage(why);
-  int64_t threads = 0, maxBatches = 0, seed = 0;
-  if (args->has("--threads") &&
-      (!parseInt(args->get("--threads"), 0, threads) || threads > 1024))
-    return usage("--threads expects an integer in [0, 1024], got '" +
-                 args->get("--threads") + "'");
+  int64_t maxBatches = 0, seed = 0;
+  if (std::string why = parseThreads(*args, options.threads); !why.empty())
+    return usage(why);
   if (args->has("--max-batches") &&
       !parseInt(args->get("--max-batches"), 1, maxBatches))
     return usage("--max-batches expects an integer >= 1, got '" +
@@ -117,7 +108,6 @@ int runEval(llvm::ArrayRef<std::string> rawArgs) {
   if (args->has("--seed") && !parseInt(args->get("--seed"), 0, seed))
     return usage("--seed expects an integer >= 0, got '" +
                  args->get("--seed") + "'");
-  options.threads = static_cast<int>(threads);
   options.backend = args->get("--backend", "cpu");
   options.precision = args->get("--precision");
   options.mesh = args->get("--mesh");

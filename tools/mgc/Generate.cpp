@@ -21,13 +21,7 @@ namespace mgc::cli {
 namespace {
 
 int generateError(const std::string &message, int code = kUserError) {
-  llvm::StringRef m(message);
-  if (m.contains("error:"))
-    llvm::errs() << (m.startswith("error:") ? "mgc generate: " : "") << message
-                 << "\n";
-  else
-    llvm::errs() << "mgc generate: error: " << message << "\n";
-  return code;
+  return commandError("generate", message, code);
 }
 
 int usage(const std::string &message) {
@@ -149,12 +143,10 @@ int runGenerate(llvm::ArrayRef<std::string> rawArgs) {
   SessionOptions options;
   if (std::string why = parseDefines(*args, options.defines); !why.empty())
     return usage(why);
-  int64_t threads = 0, seed = 0, maxTokens = 64;
+  int64_t seed = 0, maxTokens = 64;
   SamplingOptions sampling;
-  if (args->has("--threads") &&
-      (!parseInt(args->get("--threads"), 0, threads) || threads > 1024))
-    return usage("--threads expects an integer in [0, 1024], got '" +
-                 args->get("--threads") + "'");
+  if (std::string why = parseThreads(*args, options.threads); !why.empty())
+    return usage(why);
   if (args->has("--seed") && !parseInt(args->get("--seed"), 0, seed))
     return usage("--seed expects an integer >= 0, got '" +
                  args->get("--seed") + "'");
@@ -175,7 +167,6 @@ int runGenerate(llvm::ArrayRef<std::string> rawArgs) {
   if (std::string why = readPrompt(*args, prompt); !why.empty())
     return usage(why);
   const bool text = args->has("--prompt");
-  options.threads = static_cast<int>(threads);
   options.seed = static_cast<uint64_t>(seed);
 
   auto session = Session::create(modelPath, options);

@@ -177,6 +177,16 @@ bool parseInt(const std::string &s, int64_t min, int64_t &out) {
   return true;
 }
 
+std::string parseThreads(const ParsedArgs &args, int &threads) {
+  int64_t n = 0;
+  if (args.has("--threads") &&
+      (!parseInt(args.get("--threads"), 0, n) || n > 1024))
+    return "--threads expects an integer in [0, 1024], got '" +
+           args.get("--threads") + "'";
+  threads = static_cast<int>(n);
+  return "";
+}
+
 bool parseNumber(const std::string &s, double &out) {
   if (s.empty())
     return false;

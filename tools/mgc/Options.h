@@ -73,6 +73,10 @@ std::string parseDefines(const ParsedArgs &args,
 
 // A decimal integer >= min (counts, seeds, steps); false when `s` is not.
 bool parseInt(const std::string &s, int64_t min, int64_t &out);
+// Reads --threads (0: one per core) into `threads`; returns the usage
+// error, empty when there is none or the flag is absent.
+std::string parseThreads(const ParsedArgs &args, int &threads);
+
 // A finite decimal number (rates, tolerances, temperatures); false when `s`
 // is not.
 bool parseNumber(const std::string &s, double &out);

@@ -134,7 +134,7 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
     return usageError("--warmup expects an integer >= 0, got '" +
                       args->get("--warmup") + "'");
 
-  int64_t steps = 0, saveEvery = 0, logEvery = 10, threads = 0, seed = 0;
+  int64_t steps = 0, saveEvery = 0, logEvery = 10, seed = 0;
   if (args->has("--steps") && !parseInt(args->get("--steps"), 0, steps))
     return usageError("--steps expects an integer >= 0, got '" +
                       args->get("--steps") + "'");
@@ -152,11 +152,8 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
       !parseInt(args->get("--log-every"), 1, logEvery))
     return usageError("--log-every expects an integer >= 1, got '" +
                       args->get("--log-every") + "'");
-  if (args->has("--threads") &&
-      (!parseInt(args->get("--threads"), 0, threads) || threads > 1024))
-    return usageError("--threads expects an integer in [0, 1024], got '" +
-                      args->get("--threads") + "'");
-  options.threads = static_cast<int>(threads);
+  if (std::string why = parseThreads(*args, options.threads); !why.empty())
+    return usageError(why);
   bool skipNonFinite = args->get("--on-nonfinite", "stop") == "skip";
   options.skipNonFiniteSteps = skipNonFinite;
   options.findNonFinite = args->has("--find-nonfinite");
