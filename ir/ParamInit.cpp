@@ -86,6 +86,21 @@ private:
 void initParameterRange(const Value &param, uint64_t seed, int64_t begin,
                         int64_t end, double *out) {
   InitialValue value(param, seed);
+  const Init &init = param.init();
+  if (init.kind == InitKind::Normal || init.kind == InitKind::TruncNormal) {
+    // The normals of the whole range in one vectorised call; a truncated
+    // normal draws again, element by element, only where it fell outside.
+    uint64_t stream = hashName(param.name());
+    standardNormals(seed, stream, static_cast<uint64_t>(begin), end - begin,
+                    out);
+    for (int64_t j = 0; j < end - begin; ++j) {
+      if (init.kind == InitKind::TruncNormal && std::abs(out[j]) > 2)
+        out[j] = value(static_cast<uint64_t>(begin + j));
+      else
+        out[j] = init.a + init.b * out[j];
+    }
+    return;
+  }
   for (int64_t at = begin; at < end; ++at)
     out[at - begin] = value(static_cast<uint64_t>(at));
 }

@@ -137,18 +137,32 @@ Tensor Tensor::fromHost(const ir::HostTensor &host) {
 
 Tensor Tensor::initial(const ir::Value &param, uint64_t seed,
                        unsigned threads) {
-  if (param.init().kind == ir::InitKind::Zeros)
-    return Tensor(param.type());
+  // Pieces of the tensor on `threads` threads: the initial values, or
+  // zeros written in parallel (the first touch of a large tensor's pages
+  // is most of its cost: optimizer state is a model's size twice over).
+  const bool zeros = param.init().kind == ir::InitKind::Zeros;
   Tensor t = uninitialized(param.type());
   constexpr int64_t kPiece = 1 << 16;
   const int64_t n = t.numel(), pieces = (n + kPiece - 1) / kPiece;
+  const size_t width = t.nbytes() / static_cast<size_t>(std::max<int64_t>(n, 1));
   auto fill = [&](int64_t first) {
-    std::vector<double> values(static_cast<size_t>(std::min(n, kPiece)));
+    std::vector<double> values(zeros ? 0 : static_cast<size_t>(std::min(n, kPiece)));
     for (int64_t p = first; p < pieces; p += threads) {
       int64_t begin = p * kPiece, end = std::min(n, begin + kPiece);
+      if (zeros) {
+        std::memset(t.data() + static_cast<size_t>(begin) * width, 0,
+                    static_cast<size_t>(end - begin) * width);
+        continue;
+      }
       ir::initParameterRange(param, seed, begin, end, values.data());
-      for (int64_t i = begin; i < end; ++i)
-        t.set(i, values[static_cast<size_t>(i - begin)]);
+      if (t.dtype() == ir::DType::F32) {
+        float *out = t.as<float>();
+        for (int64_t i = begin; i < end; ++i)
+          out[i] = static_cast<float>(values[static_cast<size_t>(i - begin)]);
+      } else {
+        for (int64_t i = begin; i < end; ++i)
+          t.set(i, values[static_cast<size_t>(i - begin)]);
+      }
     }
   };
   threads = static_cast<unsigned>(

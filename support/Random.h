@@ -5,7 +5,6 @@
 
 #include "llvm/ADT/StringRef.h"
 
-#include <cmath>
 #include <cstdint>
 
 namespace mgc {
@@ -36,11 +35,18 @@ inline double uniform01(uint64_t seed, uint64_t stream, uint64_t index) {
   return (randomBits(seed, stream, index) >> 11) * 0x1.0p-53;
 }
 
-// Standard normal by Box-Muller on two counter-based uniforms.
+// Standard normals by Box-Muller on two counter-based uniforms: element i is
+// sqrt(-2 log(1 - u(2i))) * cos(2 pi u(2i + 1)). out[j] is the normal of
+// index first + j. The logarithm and cosine are mgc's own (Random.cpp), so
+// the values are the same on every machine and instruction set, and the
+// loop vectorises.
+void standardNormals(uint64_t seed, uint64_t stream, uint64_t first,
+                     int64_t count, double *out);
+
 inline double standardNormal(uint64_t seed, uint64_t stream, uint64_t index) {
-  double u1 = uniform01(seed, stream, 2 * index);
-  double u2 = uniform01(seed, stream, 2 * index + 1);
-  return std::sqrt(-2.0 * std::log1p(-u1)) * std::cos(6.283185307179586 * u2);
+  double z;
+  standardNormals(seed, stream, index, 1, &z);
+  return z;
 }
 
 } // namespace mgc
