@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The CPU backend beside the references, in one run on one machine:
 #   - GPT-2 124M (samples/gpt.mg at its defaults, B=4 T=64, AdamW) in mgc
-#     and in JAX (XLA's CPU backend; bench/reference_jax.py);
+#     and in JAX (XLA's CPU backend; bench/reference_jax.py), and mgc's
+#     start-up: a one-step run's whole process less one step;
 #   - the MLP (samples/mlp.mg, B=64 784-1024-1024-10, AdamW) in mgc, in
 #     JAX and in NumPy (bench/reference_numpy.py);
 #   - the small GPT (V=256 T=64 D=128 H=4 L=4 B=8) in mgc on one device
@@ -41,6 +42,7 @@ t = [json.loads(l)['step_time'] for l in open(sys.argv[1]) if 'step_time' in l]
 print('%.4f' % statistics.median(t[int(sys.argv[2]):]))" "$1" "$warmup"
 }
 ratio() { python3 -c "import sys; print('%.2f' % (float(sys.argv[1]) / float(sys.argv[2])))" "$1" "$2"; }
+minus() { python3 -c "import sys; print('%.2f' % (float(sys.argv[1]) - float(sys.argv[2])))" "$1" "$2"; }
 
 echo "== GPT-2 124M, B=4 T=64, $steps steps"
 "$mgc" run "$root/samples/gpt.mg" -D B=4 -D T=64 --text "$work/corpus.txt" \
@@ -49,6 +51,13 @@ mgc_gpt=$(median "$work/gpt.jsonl")
 jax_gpt=$("$py" "$root/bench/reference_jax.py" gpt --B 4 --T 64 --steps "$steps" \
   --warmup "$warmup" 2>/dev/null | sed -E 's/.*median step ([0-9.]+) s.*/\1/')
 echo "mgc ${mgc_gpt} s, jax ${jax_gpt} s: mgc / jax = $(ratio "$mgc_gpt" "$jax_gpt")"
+# Start-up: the whole process of a one-step run (compile, initialisation,
+# the first step) less one step of the run above.
+start=$(date +%s.%N)
+"$mgc" run "$root/samples/gpt.mg" -D B=4 -D T=64 --text "$work/corpus.txt" \
+  --steps 1 > /dev/null
+whole=$(minus "$(date +%s.%N)" "$start")
+echo "mgc start-up and first step ${whole} s: $(minus "$whole" "$mgc_gpt") s beyond one step"
 
 echo "== MLP, B=64 784-1024-1024-10, 60 steps"
 "$mgc" run "$root/samples/mlp.mg" -D B=64 --steps 60 --log-json "$work/mlp.jsonl" > /dev/null
