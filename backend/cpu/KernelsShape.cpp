@@ -6,6 +6,7 @@
 
 #include "llvm/ADT/SmallVector.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -25,29 +26,60 @@ Dims rowMajorStrides(llvm::ArrayRef<int64_t> shape) {
 
 // out[n] = in[base + sum_d idx_d(n) * inStrides[d]] for every row-major n of
 // outShape, on elements of `bytes` bytes: transpose, slice and broadcast.
+// Axes that are contiguous in both are merged first; then each row of the
+// innermost axis is one run: a copy, a strided loop or a fill.
 template <typename T>
 void gatherTyped(const T *in, int64_t base, llvm::ArrayRef<int64_t> outShape,
                  llvm::ArrayRef<int64_t> inStrides, T *out, ThreadPool &pool) {
-  int64_t total = 1;
-  for (int64_t d : outShape)
-    total *= d;
-  size_t rank = outShape.size();
-  pool.parallelFor(total, kElementGrain, [&](int64_t b, int64_t e) {
-    // The multi-index and input offset of element b, then an odometer.
-    Dims idx(rank, 0);
-    int64_t rest = b, offset = base;
-    for (size_t d = rank; d-- > 0;) {
-      idx[d] = rest % outShape[d];
-      rest /= outShape[d];
-      offset += idx[d] * inStrides[d];
+  Dims shape, strides;
+  for (size_t d = 0; d < outShape.size(); ++d) {
+    if (outShape[d] == 1)
+      continue; // no step along it
+    if (!shape.empty() && strides.back() == inStrides[d] * outShape[d]) {
+      shape.back() *= outShape[d];
+      strides.back() = inStrides[d];
+      continue;
     }
-    for (int64_t n = b; n < e; ++n) {
-      out[n] = in[offset];
-      for (size_t d = rank; d-- > 0;) {
-        offset += inStrides[d];
-        if (++idx[d] < outShape[d])
+    shape.push_back(outShape[d]);
+    strides.push_back(inStrides[d]);
+  }
+  for (int64_t d : outShape)
+    if (d == 0)
+      return;
+  if (shape.empty()) { // one element
+    out[0] = in[base];
+    return;
+  }
+  const int64_t inner = shape.back(), step = strides.back();
+  const size_t outer = shape.size() - 1;
+  int64_t rows = 1;
+  for (size_t d = 0; d < outer; ++d)
+    rows *= shape[d];
+  int64_t grain = std::max<int64_t>(1, kElementGrain / inner);
+  pool.parallelFor(rows, grain, [&](int64_t b, int64_t e) {
+    // The multi-index and input offset of row b, then an odometer.
+    Dims idx(outer, 0);
+    int64_t rest = b, offset = base;
+    for (size_t d = outer; d-- > 0;) {
+      idx[d] = rest % shape[d];
+      rest /= shape[d];
+      offset += idx[d] * strides[d];
+    }
+    for (int64_t row = b; row < e; ++row) {
+      T *dst = out + row * inner;
+      const T *src = in + offset;
+      if (step == 1)
+        std::memcpy(dst, src, static_cast<size_t>(inner) * sizeof(T));
+      else if (step == 0)
+        std::fill(dst, dst + inner, src[0]);
+      else
+        for (int64_t k = 0; k < inner; ++k)
+          dst[k] = src[k * step];
+      for (size_t d = outer; d-- > 0;) {
+        offset += strides[d];
+        if (++idx[d] < shape[d])
           break;
-        offset -= inStrides[d] * outShape[d];
+        offset -= strides[d] * shape[d];
         idx[d] = 0;
       }
     }
@@ -75,6 +107,12 @@ void gather(const KernelArgs &args, int64_t base,
 struct ReduceLayout {
   Dims keptShape, keptStrides, redShape, redStrides;
   int64_t count = 1; // elements folded into each output element
+  // Every reduced axis comes before every kept axis (a sum over rows, as a
+  // bias gradient): output o folds x[o + r * outputs] for r = 0, 1, ...
+  bool leading = true;
+  // Every kept axis comes before every reduced axis (a sum over each row):
+  // output o folds x[o * count + r].
+  bool trailing = true;
 };
 
 ReduceLayout reduceLayout(const KernelArgs &args, const ir::TensorType &in) {
@@ -85,10 +123,12 @@ ReduceLayout reduceLayout(const KernelArgs &args, const ir::TensorType &in) {
   ReduceLayout l;
   for (size_t d = 0; d < in.shape.size(); ++d) {
     if (reduced[d]) {
+      l.leading = l.leading && l.keptShape.empty();
       l.redShape.push_back(in.shape[d]);
       l.redStrides.push_back(strides[d]);
       l.count *= in.shape[d];
     } else {
+      l.trailing = l.trailing && l.redShape.empty();
       l.keptShape.push_back(in.shape[d]);
       l.keptStrides.push_back(strides[d]);
     }
@@ -143,6 +183,51 @@ void forReduced(const ReduceLayout &l, int64_t base, F f) {
 
 enum class ReduceKind { Sum, Mean, Max };
 
+// The float sum (or mean) of a reduction whose reduced axes all lead or all
+// trail: the same f64 sums in the same order as the general loop below,
+// without its index arithmetic per element. Leading axes sum a block of
+// outputs at once, row after row, so the loads are contiguous and the
+// loop vectorises across outputs.
+template <typename S>
+void sumContiguous(const S *x, S *y, int64_t outputs, const ReduceLayout &l,
+                   bool mean, ThreadPool &pool) {
+  using E = Elem<S>;
+  using C = ComputeOf<S>;
+  auto finish = [&](double acc) {
+    if (mean)
+      acc = l.count == 0 ? std::numeric_limits<double>::quiet_NaN()
+                         : acc / static_cast<double>(l.count);
+    return E::store(static_cast<C>(acc));
+  };
+  if (l.trailing) {
+    pool.parallelFor(outputs, kRowGrain, [&](int64_t b, int64_t e) {
+      for (int64_t o = b; o < e; ++o) {
+        const S *row = x + o * l.count;
+        double acc = 0;
+        for (int64_t r = 0; r < l.count; ++r)
+          acc += static_cast<double>(E::load(row[r]));
+        y[o] = finish(acc);
+      }
+    });
+    return;
+  }
+  constexpr int64_t kColumns = 256;
+  pool.parallelFor(outputs, kColumns, [&](int64_t b, int64_t e) {
+    double acc[kColumns];
+    for (int64_t c0 = b; c0 < e; c0 += kColumns) {
+      int64_t n = std::min(kColumns, e - c0);
+      std::fill(acc, acc + n, 0.0);
+      for (int64_t r = 0; r < l.count; ++r) {
+        const S *row = x + r * outputs + c0;
+        for (int64_t j = 0; j < n; ++j)
+          acc[j] += static_cast<double>(E::load(row[j]));
+      }
+      for (int64_t j = 0; j < n; ++j)
+        y[c0 + j] = finish(acc[j]);
+    }
+  });
+}
+
 // x[s] -> out[s without (or with size-1) reduced axes]. Floats accumulate in
 // f64, integers in int64; each output element is summed by one thread in
 // input order.
@@ -159,6 +244,13 @@ LogicalResult reduce(const KernelArgs &args, ReduceKind kind) {
     using A = std::conditional_t<kIsInt<S>, int64_t, double>;
     const S *x = args.in[0].as<S>();
     S *y = args.out.as<S>();
+    if constexpr (!kIsInt<S>) {
+      if (kind != ReduceKind::Max && (l.leading || l.trailing)) {
+        sumContiguous<S>(x, y, outputs, l, kind == ReduceKind::Mean,
+                         args.pool);
+        return success();
+      }
+    }
     args.pool.parallelFor(outputs, kRowGrain, [&](int64_t b, int64_t e) {
       forOutputs(l, b, e, [&](int64_t o, int64_t base) {
         if (kind == ReduceKind::Max) {

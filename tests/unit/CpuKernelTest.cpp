@@ -373,6 +373,28 @@ TEST_CASE("CPU kernels: large elementwise, softmax and reductions") {
                          kF32Tolerance);
 }
 
+// Sums over leading axes (as a bias gradient), over trailing axes (as a
+// row mean) and over all of them take the kernel's contiguous paths; in f64
+// they add in the interpreter's order, so they match it exactly.
+TEST_CASE("CPU kernels: sums over leading and trailing axes, in order") {
+  for (DType f : {DType::F64, DType::F32}) {
+    OpCase c(f);
+    Value *x = c.x("x", {3, 100, 300});
+    ir::Graph &g = c.module.graph();
+    auto reduce = [&](OpKind kind, std::vector<int64_t> axes) {
+      return c.op(kind, {x}, {{"axes", axes}});
+    };
+    g.addOutput("lead", reduce(OpKind::Sum, {0, 1}));
+    g.addOutput("lead_mean", reduce(OpKind::Mean, {0}));
+    g.addOutput("trail", reduce(OpKind::Sum, {1, 2}));
+    g.addOutput("trail_mean", reduce(OpKind::Mean, {-1}));
+    g.addOutput("all", reduce(OpKind::Sum, {0, 1, 2}));
+    g.addOutput("middle", reduce(OpKind::Sum, {1}));
+    compareWithInterpreter(c.module, randomArguments(c.module, 6, 1),
+                           f == DType::F64 ? 0.0 : kF32Tolerance);
+  }
+}
+
 TEST_CASE("CPU kernels: bf16 storage with f32 arithmetic") {
   OpCase c(DType::BF16);
   Value *a = c.x("a", {6, 8});
