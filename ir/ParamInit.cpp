@@ -111,19 +111,22 @@ HostTensor initParameterSlab(const Value &param, uint64_t seed,
   const TensorType &whole = param.type();
   HostTensor t(TensorType(whole.dtype,
                           std::vector<int64_t>(shape.begin(), shape.end())));
-  InitialValue value(param, seed);
   std::vector<double> &d = t.data;
+  if (d.empty())
+    return t;
   // Element j of the box is element `at` of the whole tensor: the value is
-  // a function of the whole tensor's flat index.
+  // a function of the whole tensor's flat index. A row of the box (its last
+  // axis) is a run of consecutive indices, drawn in one call.
   size_t rank = shape.size();
-  std::vector<int64_t> index(rank, 0);
-  for (size_t j = 0; j < d.size(); ++j) {
-    uint64_t at = 0;
+  int64_t row = rank ? shape[rank - 1] : 1;
+  std::vector<int64_t> index(rank, 0); // of the row's first element
+  for (size_t j = 0; j < d.size(); j += static_cast<size_t>(row)) {
+    int64_t at = 0;
     for (size_t k = 0; k < rank; ++k)
-      at = at * static_cast<uint64_t>(whole.shape[k]) +
-           static_cast<uint64_t>(index[k] + offsets[k]);
-    d[j] = value(at);
-    for (size_t k = rank; k-- > 0;) {
+      at = at * whole.shape[k] + index[k] + offsets[k];
+    initParameterRange(param, seed, at, at + row, d.data() + j);
+    // The next row: count up every axis but the last.
+    for (size_t k = rank == 0 ? 0 : rank - 1; k-- > 0;) {
       if (++index[k] < shape[k])
         break;
       index[k] = 0;
