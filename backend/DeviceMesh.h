@@ -24,6 +24,11 @@
 namespace mgc::backend {
 
 using NamedTensors = std::map<std::string, runtime::Tensor>;
+// Tensors, by update target name, that take the value of their update in
+// place when a step is done instead of coming back in RunResult::updates
+// (CpuExecutor::run): a session lends its parameters and optimizer state,
+// so that a step allocates and copies none of them.
+using UpdateTargets = std::map<std::string, runtime::Tensor *>;
 
 struct RunResult {
   NamedTensors outputs;
@@ -81,9 +86,13 @@ public:
   // updates (local parts), in the same order. An error on any device stops
   // every device of the process (no device waits forever for a peer) and
   // is reported naming the device, after `context` ("step 3, ").
+  // `updateInto[k]`, when given, lends device k's update targets, each one
+  // of the tensors of `arguments[k]` (which the call then writes); a mesh
+  // that cannot write them in place (CUDA's) returns those updates too.
   virtual FailureOr<std::vector<RunResult>>
   run(const std::vector<NamedTensors> &arguments, DiagnosticEngine &diag,
-      llvm::StringRef context = "") = 0;
+      llvm::StringRef context = "",
+      const std::vector<UpdateTargets> *updateInto = nullptr) = 0;
 
   // This process's devices' times of the last run (localDevices() order).
   virtual const std::vector<QueueTimes> &lastTimes() const = 0;

@@ -400,6 +400,16 @@ RunResult CpuExecutor::collectResults(const Bound &bound,
   return result;
 }
 
+void CpuExecutor::lendUpdateTargets(const Bound &bound,
+                                    const UpdateTargets &updateInto) {
+  // Updates placed in their targets: where the caller lent the argument
+  // itself as the target.
+  for (const auto &[value, a] : updateArgument_) {
+    auto it = updateInto.find(arguments_[a]->name());
+    inPlace_[a] = it != updateInto.end() && it->second == bound[a];
+  }
+}
+
 FailureOr<RunResult> CpuExecutor::run(const NamedTensors &arguments,
                                       DiagnosticEngine &diag) {
   return run(refsTo(arguments), diag);
@@ -411,13 +421,8 @@ FailureOr<RunResult> CpuExecutor::run(const TensorRefs &arguments,
   Bound bound;
   if (failed(bindArguments(arguments, bound, diag)))
     return failure();
-  // Updates placed in their targets: where the caller lent the argument
-  // itself as the target.
   if (updateInto)
-    for (const auto &[value, a] : updateArgument_) {
-      auto it = updateInto->find(arguments_[a]->name());
-      inPlace_[a] = it != updateInto->end() && it->second == bound[a];
-    }
+    lendUpdateTargets(bound, *updateInto);
   std::string error;
   for (size_t i = 0; i < steps_.size(); ++i)
     if (failed(runStep(i, bound, pool_, error))) {

@@ -60,7 +60,7 @@ public:
   // instead of a new tensor in RunResult::updates; a session passes its
   // parameters and optimizer state, so that a step allocates and copies
   // none of them. A target may be bound as the argument it updates.
-  using UpdateTargets = std::map<std::string, runtime::Tensor *>;
+  using UpdateTargets = backend::UpdateTargets;
   FailureOr<RunResult> run(const TensorRefs &arguments, DiagnosticEngine &diag,
                            const UpdateTargets *updateInto = nullptr);
 
@@ -81,6 +81,10 @@ public:
   LogicalResult bindArguments(const TensorRefs &arguments, Bound &bound,
                               DiagnosticEngine &diag,
                               llvm::StringRef prefix = "");
+  // Lends `updateInto` (as run() takes it) to the run just bound: an update
+  // whose target is the very argument it updates may be written there by
+  // its producer (placeUpdates); collectResults then takes the same map.
+  void lendUpdateTargets(const Bound &bound, const UpdateTargets &updateInto);
   size_t numSteps() const { return steps_.size(); }
   const ir::Op &stepOp(size_t step) const { return *steps_[step].op; }
   // Runs the kernel of step `step` with `pool` (the executor's own pool

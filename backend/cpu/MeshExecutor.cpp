@@ -69,8 +69,9 @@ MeshExecutor::create(const ir::Mesh &mesh,
   auto impl = std::make_unique<Impl>(mesh, options, std::move(comms));
   unsigned threads = options.threadsPerDevice;
   if (threads == 0)
-    threads = std::max<unsigned>(1, hardwareThreads() /
-                                        static_cast<unsigned>(local.size()));
+    threads = std::max<unsigned>(
+        1, (options.sharedThreads ? options.sharedThreads : hardwareThreads()) /
+               static_cast<unsigned>(local.size()));
   for (int64_t d : local) {
     CpuOptions cpu;
     cpu.threads = threads;
@@ -90,7 +91,8 @@ MeshExecutor::create(const ir::Mesh &mesh,
 
 FailureOr<std::vector<RunResult>>
 MeshExecutor::run(const std::vector<NamedTensors> &arguments,
-                  DiagnosticEngine &diag, llvm::StringRef context) {
+                  DiagnosticEngine &diag, llvm::StringRef context,
+                  const std::vector<UpdateTargets> *updateInto) {
   Impl &im = *impl_;
   size_t n = im.devices.size();
   if (arguments.size() != n) {
@@ -106,6 +108,12 @@ MeshExecutor::run(const std::vector<NamedTensors> &arguments,
         devicePrefix(im.devices[k]->index()));
   if (diag.errorCount() != before)
     return failure();
+  auto targets = [&](size_t k) -> const UpdateTargets * {
+    return updateInto && k < updateInto->size() ? &(*updateInto)[k] : nullptr;
+  };
+  for (size_t k = 0; k < n; ++k)
+    if (const UpdateTargets *t = targets(k))
+      im.devices[k]->executor().lendUpdateTargets(im.devices[k]->bound(), *t);
 
   if (im.options.trace && !im.traceStarted) {
     im.state.setOrigin(MeshClock::now());
@@ -150,8 +158,9 @@ MeshExecutor::run(const std::vector<NamedTensors> &arguments,
     return failure();
   }
   std::vector<RunResult> results;
-  for (auto &device : im.devices)
-    results.push_back(device->executor().collectResults(device->bound()));
+  for (size_t k = 0; k < n; ++k)
+    results.push_back(im.devices[k]->executor().collectResults(
+        im.devices[k]->bound(), targets(k)));
   return results;
 }
 

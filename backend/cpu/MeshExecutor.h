@@ -29,9 +29,12 @@ namespace mgc::backend::cpu {
 
 struct MeshOptions {
   // Kernel threads per device, counting the device's compute thread (0:
-  // the hardware threads shared out among the devices); results never
-  // depend on it.
+  // `sharedThreads` shared out among the devices); results never depend
+  // on it.
   unsigned threadsPerDevice = 1;
+  // With threadsPerDevice 0: the threads this process's devices share
+  // (0: the hardware threads).
+  unsigned sharedThreads = 0;
   // Record a timeline of every op (see trace()).
   bool trace = false;
   // Each device looks for the first op whose result is not finite
@@ -58,7 +61,8 @@ public:
 
   FailureOr<std::vector<RunResult>>
   run(const std::vector<NamedTensors> &arguments, DiagnosticEngine &diag,
-      llvm::StringRef context = "") override;
+      llvm::StringRef context = "",
+      const std::vector<UpdateTargets> *updateInto = nullptr) override;
   const std::vector<QueueTimes> &lastTimes() const override;
   const std::vector<TraceEvent> &trace() const override;
   void clearTrace() override;

@@ -86,7 +86,8 @@ CudaMesh::create(const ir::Mesh &mesh, std::vector<const Executable *> programs,
 
 FailureOr<std::vector<RunResult>>
 CudaMesh::run(const std::vector<NamedTensors> &arguments,
-              DiagnosticEngine &diag, llvm::StringRef context) {
+              DiagnosticEngine &diag, llvm::StringRef context,
+              const std::vector<UpdateTargets> *) {
   Impl &im = *impl_;
   llvm::ArrayRef<int64_t> local = im.comms->localDevices();
   size_t n = local.size();

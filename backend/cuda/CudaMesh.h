@@ -46,7 +46,8 @@ public:
 
   FailureOr<std::vector<RunResult>>
   run(const std::vector<NamedTensors> &arguments, DiagnosticEngine &diag,
-      llvm::StringRef context = "") override;
+      llvm::StringRef context = "",
+      const std::vector<UpdateTargets> *updateInto = nullptr) override;
   // Per device, from CUDA events on its compute stream: the step's time
   // and the time the stream stood waiting for communication
   // (CudaExecutor::lastStreamTimes).

@@ -13,6 +13,8 @@
 #include <cuda_runtime_api.h>
 #endif
 
+#include <algorithm>
+
 namespace mgc::session {
 
 FailureOr<MeshDevices> meshDevices(const SessionOptions &options, bool onCuda,
@@ -20,6 +22,14 @@ FailureOr<MeshDevices> meshDevices(const SessionOptions &options, bool onCuda,
                                    DiagnosticEngine &diag) {
   if (!onCuda) {
     backend::cpu::MeshOptions cpu;
+    // One process shares its threads (--threads, or one per core) among
+    // its simulated devices. Processes may share a machine's cores, so
+    // there each device keeps one thread unless --threads says how many
+    // the process may use.
+    if (!(processes && processes->size() > 1) || options.threads > 0) {
+      cpu.threadsPerDevice = 0;
+      cpu.sharedThreads = static_cast<unsigned>(std::max(0, options.threads));
+    }
     cpu.trace = options.trace;
     cpu.findNonFinite = options.findNonFinite;
     MeshDevices devices = cpuMeshDevices(cpu);

@@ -306,8 +306,9 @@ void addMicroSums(NamedTensors &outputs, NamedTensors &sums) {
 FailureOr<std::vector<RunResult>>
 MeshRunner::runExecutor(backend::DeviceMesh &executor,
                         const std::vector<NamedTensors> &parts,
-                        DiagnosticEngine &diag, llvm::StringRef context) {
-  auto ran = executor.run(parts, diag, context);
+                        DiagnosticEngine &diag, llvm::StringRef context,
+                        const std::vector<backend::UpdateTargets> *updateInto) {
+  auto ran = executor.run(parts, diag, context, updateInto);
   if (!nonFinite_ || nonFinite_->received)
     if (auto origin = executor.firstNonFinite();
         origin && (!nonFinite_ || !origin->received))
@@ -511,7 +512,15 @@ LogicalResult MeshRunner::runWhole(const NamedTensors &inputs,
   if (failed(cutInputs(s.step, same, inputs, parts, diag)))
     return failure();
   addResident(s.step, same, parts);
-  auto ran = runExecutor(*executor_, parts, diag, context);
+  // The step's updates go straight into the resident tensors it was given
+  // (a fused optimizer update writes its parameter in place), so that no
+  // step allocates or copies the parameters and optimizer state.
+  std::vector<backend::UpdateTargets> updateInto(n);
+  for (size_t k = 0; k < n; ++k)
+    for (auto &[name, held] : resident_[k])
+      if (auto it = parts[k].find(name); it != parts[k].end())
+        updateInto[k].emplace(name, &it->second);
+  auto ran = runExecutor(*executor_, parts, diag, context, &updateInto);
   returnResident(parts, resident_);
   if (ran.failed())
     return failure();

@@ -198,10 +198,13 @@ private:
                            std::vector<backend::NamedTensors> &sums,
                            std::map<int64_t, backend::NamedTensors> &pieces,
                            DiagnosticEngine &diag, llvm::StringRef context);
+  // Runs `executor` on `parts`; with `updateInto`, the updates written in
+  // place into those tensors of `parts` (DeviceMesh::run).
   FailureOr<std::vector<backend::RunResult>>
   runExecutor(backend::DeviceMesh &executor,
               const std::vector<backend::NamedTensors> &parts,
-              DiagnosticEngine &diag, llvm::StringRef context);
+              DiagnosticEngine &diag, llvm::StringRef context,
+              const std::vector<backend::UpdateTargets> *updateInto = nullptr);
 
   MeshStep step_;
   MeshDevices devices_;

@@ -44,6 +44,55 @@ TEST_CASE("Mesh executor: devices run a shared program on their own "
   }
 }
 
+// Devices lent their own argument tensors as update targets write the
+// updates there (a fused update in place, the rest copied in) and return
+// none of them; the values are those of a run that returns them.
+TEST_CASE("Mesh executor: updates written into the devices' own tensors") {
+  const char *text = R"IR(module @dev {
+  input %g : f32[300]
+  param %w : f32[300] = zeros
+  state %m : f32[300] = zeros
+  %r = all_reduce(%g) {axis = "dp"} : f32[300]
+  %0 = fused(%m, %r) {dtype = "f32", expr = "mul(%0, 0.9); add(#0, %1)", shape = [300]} : f32[300]
+  %1 = fused(%w, %0) {dtype = "f32", expr = "mul(%1, 0.5); sub(%0, #0)", shape = [300]} : f32[300]
+  %2 = sum(%1) {axes = [0], keepdims = false} : f32[]
+  output new_w = %2
+  update %m = %0
+  update %w = %1
+})IR";
+  auto exe = build(text);
+  std::vector<NamedTensors> lent, returned;
+  for (int d = 0; d < 2; ++d) {
+    ir::TensorMap host = {{"g", randomHost(f32({300}), 20 + d)},
+                          {"w", randomHost(f32({300}), 1)},
+                          {"m", randomHost(f32({300}), 2)}};
+    lent.push_back(toTensors(host));
+    returned.push_back(toTensors(host));
+  }
+  std::vector<UpdateTargets> into(2);
+  for (int d = 0; d < 2; ++d)
+    for (const char *name : {"w", "m"})
+      into[d][name] = &lent[d].at(name);
+  Runner inPlace(meshOf("dp=2"), {exe.get(), exe.get()});
+  Runner copies(meshOf("dp=2"), {exe.get(), exe.get()});
+  for (int step = 0; step < 2; ++step) {
+    auto got = inPlace.ex->run(lent, inPlace.diag, "", &into);
+    INFO(inPlace.errors());
+    REQUIRE(got.succeeded());
+    std::vector<RunResult> want = copies.run(returned);
+    for (int d = 0; d < 2; ++d) {
+      INFO("device " << d << ", step " << step);
+      CHECK((*got)[d].updates.empty());
+      CHECK(bitIdentical((*got)[d].outputs.at("new_w"),
+                         want[d].outputs.at("new_w")));
+      for (const char *name : {"w", "m"}) {
+        CHECK(bitIdentical(lent[d].at(name), want[d].updates.at(name)));
+        returned[d].insert_or_assign(name, want[d].updates.at(name));
+      }
+    }
+  }
+}
+
 TEST_CASE("Mesh executor: arguments are checked per device, naming it") {
   auto exe = build(R"(module @dev {
   input %x : f32[2]
