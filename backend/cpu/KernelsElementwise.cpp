@@ -173,7 +173,7 @@ LogicalResult kernelRsqrt(const KernelArgs &args) {
   return mapUnary(args, [](auto x) { return ir::scalar::rsqrt(x); });
 }
 LogicalResult kernelTanh(const KernelArgs &args) {
-  return mapUnary(args, [](auto x) { return decltype(x)(std::tanh(x)); });
+  return mapUnary(args, [](auto x) { return ir::scalar::tanhOf(x); });
 }
 LogicalResult kernelRelu(const KernelArgs &args) {
   return mapUnary(args, [](auto x) { return ir::scalar::relu(x); });

@@ -112,14 +112,34 @@ void epilogueRange(ir::MatmulEpilogue e, const float *acc, S *c, const S *x,
   using E = Elem<S>;
   using C = ComputeOf<S>;
   auto round = [](C v) { return E::load(E::store(v)); };
-  bool perColumn = e != ir::MatmulEpilogue::GeluGrad;
-  for (int64_t row = r0; row < r1; ++row)
-    for (int64_t j = c0; j < c1; ++j) {
-      int64_t i = row * n + j;
-      C p = acc ? round(static_cast<C>(acc[i])) : E::load(c[i]);
-      C v = E::load(x[perColumn ? j : i]);
-      c[i] = E::store(ir::applyMatmulEpilogue<C>(e, p, v, round));
+  // One loop per epilogue and source of the products, chosen before it, so
+  // that the loop over a row's columns vectorises.
+  auto rows = [&]<ir::MatmulEpilogue K, bool kFromAcc>() {
+    for (int64_t row = r0; row < r1; ++row) {
+      S *cRow = c + row * n;
+      const S *xRow = K == ir::MatmulEpilogue::GeluGrad ? x + row * n : x;
+      const float *accRow = kFromAcc ? acc + row * n : nullptr;
+      for (int64_t j = c0; j < c1; ++j) {
+        C p = kFromAcc ? round(static_cast<C>(accRow[j])) : E::load(cRow[j]);
+        cRow[j] = E::store(
+            ir::applyMatmulEpilogue<C>(K, p, E::load(xRow[j]), round));
+      }
     }
+  };
+  auto withSource = [&]<ir::MatmulEpilogue K>() {
+    if (acc)
+      rows.template operator()<K, true>();
+    else
+      rows.template operator()<K, false>();
+  };
+  switch (e) {
+  case ir::MatmulEpilogue::Bias:
+    return withSource.template operator()<ir::MatmulEpilogue::Bias>();
+  case ir::MatmulEpilogue::BiasGelu:
+    return withSource.template operator()<ir::MatmulEpilogue::BiasGelu>();
+  case ir::MatmulEpilogue::GeluGrad:
+    return withSource.template operator()<ir::MatmulEpilogue::GeluGrad>();
+  }
 }
 
 } // namespace
