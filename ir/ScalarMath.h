@@ -4,9 +4,9 @@
 // fused chain in f32 gives exactly the unfused chain's bits.
 #pragma once
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <numbers>
 #include <type_traits>
@@ -17,17 +17,6 @@ inline const double kGeluC = std::sqrt(2.0 / std::numbers::pi);
 
 namespace detail {
 
-inline float floatOf(int32_t bits) {
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
-inline int32_t bitsOf(float f) {
-  int32_t bits;
-  std::memcpy(&bits, &f, sizeof bits);
-  return bits;
-}
-
 // e^y for y in [0, 88]: y = n ln 2 + r with |r| <= ln 2 / 2 (ln 2 in two
 // parts, so that r is nearly exact), e^r by its Taylor series to r^7, and
 // 2^n put into the exponent bits. Within 2 units in the last place.
@@ -35,7 +24,8 @@ inline float expNonNegative(float y) {
   constexpr float kShift = 12582912.0f; // 1.5 * 2^23: rounds to a whole number
   float shifted = y * 1.44269504f + kShift;
   float n = shifted - kShift;
-  int32_t whole = bitsOf(shifted) - bitsOf(kShift);
+  int32_t whole =
+      std::bit_cast<int32_t>(shifted) - std::bit_cast<int32_t>(kShift);
   float r = (y - n * 0.693359375f) - n * -2.12194440e-4f;
   float p = 1.0f / 5040;
   p = 1.0f / 720 + r * p;
@@ -45,7 +35,7 @@ inline float expNonNegative(float y) {
   p = 0.5f + r * p;
   p = 1.0f + r * p;
   p = 1.0f + r * p;
-  return p * floatOf((whole + 127) << 23);
+  return p * std::bit_cast<float>((whole + 127) << 23);
 }
 
 } // namespace detail
@@ -73,7 +63,7 @@ inline float tanhFloat(float x) {
   float big = 1.0f - 2.0f / (detail::expNonNegative(y) + 1.0f);
   float t = a < 0.55f ? small : big;
   float signed_ = std::copysign(t, x); // tanh(-0) is -0
-  return x != x ? x : signed_;          // NaN stays NaN
+  return x != x ? x : signed_;         // NaN stays NaN
 }
 
 // tanh in the compute type: float's is tanhFloat, double's the C library's.

@@ -144,9 +144,11 @@ Tensor Tensor::initial(const ir::Value &param, uint64_t seed,
   Tensor t = uninitialized(param.type());
   constexpr int64_t kPiece = 1 << 16;
   const int64_t n = t.numel(), pieces = (n + kPiece - 1) / kPiece;
-  const size_t width = t.nbytes() / static_cast<size_t>(std::max<int64_t>(n, 1));
+  const size_t width =
+      t.nbytes() / static_cast<size_t>(std::max<int64_t>(n, 1));
   auto fill = [&](int64_t first) {
-    std::vector<double> values(zeros ? 0 : static_cast<size_t>(std::min(n, kPiece)));
+    std::vector<double> values(
+        zeros ? 0 : static_cast<size_t>(std::min(n, kPiece)));
     for (int64_t p = first; p < pieces; p += threads) {
       int64_t begin = p * kPiece, end = std::min(n, begin + kPiece);
       if (zeros) {

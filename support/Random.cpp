@@ -11,29 +11,17 @@
 // functions.
 #include "support/Random.h"
 
+#include <bit>
 #include <cmath>
-#include <cstring>
 
 namespace mgc {
 
 namespace {
 
-inline uint64_t bitsOf(double x) {
-  uint64_t b;
-  std::memcpy(&b, &x, sizeof b);
-  return b;
-}
-
-inline double doubleOf(uint64_t b) {
-  double x;
-  std::memcpy(&x, &b, sizeof x);
-  return x;
-}
-
 // v (below 2^52) as a double. A plain conversion has no vector instruction
 // below AVX-512: this is 2^52 + v, read as a double, less 2^52.
 inline double smallToDouble(uint64_t v) {
-  return doubleOf(v | 0x4330000000000000ull) - 0x1.0p52;
+  return std::bit_cast<double>(v | 0x4330000000000000ull) - 0x1.0p52;
 }
 
 // The top 53 bits of r as a uniform in [0, 1), as uniform01 computes it.
@@ -56,9 +44,10 @@ template <size_t N> inline double horner(double z, const double (&c)[N]) {
 // the series of 2 atanh(s) rearranged so that the leading terms are exact
 // (fdlibm's form). |s| < 0.172, so eleven terms reach double precision.
 inline double logPositive(double x) {
-  uint64_t b = bitsOf(x);
+  uint64_t b = std::bit_cast<uint64_t>(x);
   double k = smallToDouble(b >> 52) - 1023;
-  double m = doubleOf((b & 0x000fffffffffffffull) | 0x3ff0000000000000ull);
+  double m = std::bit_cast<double>((b & 0x000fffffffffffffull) |
+                                   0x3ff0000000000000ull);
   bool high = m > 1.4142135623730951;
   m = high ? 0.5 * m : m;
   k = high ? k + 1 : k;
@@ -70,8 +59,9 @@ inline double logPositive(double x) {
                                2.0 / 7,  2.0 / 5,  2.0 / 3};
   double r = z * horner(z, kAtanh);
   double hfsq = 0.5 * f * f;
-  constexpr double ln2Hi = 6.93147180369123816490e-01; // ln 2 to 32 bits: k * ln2Hi is exact
-  constexpr double ln2Lo = 1.90821492927058770002e-10; // the rest
+  // ln 2 in two parts: the first to 32 bits, so that k * ln2Hi is exact.
+  constexpr double ln2Hi = 6.93147180369123816490e-01;
+  constexpr double ln2Lo = 1.90821492927058770002e-10;
   return k * ln2Hi - ((hfsq - (s * (hfsq + r) + k * ln2Lo)) - f);
 }
 
@@ -79,23 +69,29 @@ inline double logPositive(double x) {
 // y^18: the first term left out is below 2^-60 of the result.
 inline double sinSmall(double y) {
   // -1/19!, 1/17!, ..., -1/3!
-  constexpr double kSin[] = {
-      -1.0 / 121645100408832000.0, 1.0 / 355687428096000.0,
-      -1.0 / 1307674368000.0,      1.0 / 6227020800.0,
-      -1.0 / 39916800.0,           1.0 / 362880.0,
-      -1.0 / 5040.0,               1.0 / 120.0,
-      -1.0 / 6.0};
+  constexpr double kSin[] = {-1.0 / 121645100408832000.0,
+                             1.0 / 355687428096000.0,
+                             -1.0 / 1307674368000.0,
+                             1.0 / 6227020800.0,
+                             -1.0 / 39916800.0,
+                             1.0 / 362880.0,
+                             -1.0 / 5040.0,
+                             1.0 / 120.0,
+                             -1.0 / 6.0};
   double z = y * y;
   return y + y * z * horner(z, kSin);
 }
 
 inline double cosSmall(double y) {
   // -1/18!, 1/16!, ..., 1/4!
-  constexpr double kCos[] = {
-      -1.0 / 6402373705728000.0, 1.0 / 20922789888000.0,
-      -1.0 / 87178291200.0,      1.0 / 479001600.0,
-      -1.0 / 3628800.0,          1.0 / 40320.0,
-      -1.0 / 720.0,              1.0 / 24.0};
+  constexpr double kCos[] = {-1.0 / 6402373705728000.0,
+                             1.0 / 20922789888000.0,
+                             -1.0 / 87178291200.0,
+                             1.0 / 479001600.0,
+                             -1.0 / 3628800.0,
+                             1.0 / 40320.0,
+                             -1.0 / 720.0,
+                             1.0 / 24.0};
   double z = y * y;
   double hz = 0.5 * z;
   double w = 1.0 - hz;
@@ -104,8 +100,8 @@ inline double cosSmall(double y) {
 }
 
 // cos(2 pi u) for u in [0, 1): 4u = q + r with q a whole number and
-// |r| <= 1/2, both exact (u is a multiple of 2^-53); then cos(pi/2 (q + r)) is +-cos or +-sin of
-// pi/2 r by q's quadrant.
+// |r| <= 1/2, both exact (u is a multiple of 2^-53); then cos(pi/2 (q + r)) is
+// +-cos or +-sin of pi/2 r by q's quadrant.
 inline double cosTwoPi(double u) {
   double t = 4.0 * u;
   // t rounded to a whole number: adding and taking away 1.5 * 2^52 leaves

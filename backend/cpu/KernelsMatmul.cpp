@@ -121,8 +121,8 @@ void epilogueRange(ir::MatmulEpilogue e, const float *acc, S *c, const S *x,
       const float *accRow = kFromAcc ? acc + row * n : nullptr;
       for (int64_t j = c0; j < c1; ++j) {
         C p = kFromAcc ? round(static_cast<C>(accRow[j])) : E::load(cRow[j]);
-        cRow[j] = E::store(
-            ir::applyMatmulEpilogue<C>(K, p, E::load(xRow[j]), round));
+        cRow[j] =
+            E::store(ir::applyMatmulEpilogue<C>(K, p, E::load(xRow[j]), round));
       }
     }
   };

@@ -246,8 +246,7 @@ LogicalResult reduce(const KernelArgs &args, ReduceKind kind) {
     S *y = args.out.as<S>();
     if constexpr (!kIsInt<S>) {
       if (kind != ReduceKind::Max && (l.leading || l.trailing)) {
-        sumContiguous<S>(x, y, outputs, l, kind == ReduceKind::Mean,
-                         args.pool);
+        sumContiguous<S>(x, y, outputs, l, kind == ReduceKind::Mean, args.pool);
         return success();
       }
     }

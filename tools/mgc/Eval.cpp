@@ -56,7 +56,10 @@ const CommandSpec &evalSpec() {
              {"--max-batches", "N",
               "evaluate at most the first N batches (default: every whole "
               "batch of one pass over the data)"},
-             {"--threads", "N", "CPU worker threads (default: one per core); a mesh in one process shares them among its simulated devices, at least one each"},
+             {"--threads", "N",
+              "CPU worker threads (default: one per core); a mesh in one "
+              "process shares them among its simulated devices, at least one "
+              "each"},
              {"--backend",
               "NAME",
               "cpu (default), cuda (one CUDA device) or auto (CUDA when a "

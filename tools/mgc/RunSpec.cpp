@@ -113,7 +113,10 @@ const CommandSpec &runSpec() {
               "look for a NaN or an infinity after every op, so that a step "
               "that is not finite names the op and source line where it "
               "began (slower steps; CPU backend, no pp axis)"},
-             {"--threads", "N", "CPU worker threads (default: one per core); a mesh in one process shares them among its simulated devices, at least one each"},
+             {"--threads", "N",
+              "CPU worker threads (default: one per core); a mesh in one "
+              "process shares them among its simulated devices, at least one "
+              "each"},
              {"--backend",
               "NAME",
               "cpu (default), cuda (CUDA devices: in one process a "
