@@ -91,8 +91,7 @@ template <typename C> C applyFused(FusedOp op, C a, C b) {
   case FusedOp::Log: return C(std::log(a));
   case FusedOp::Sqrt: return C(std::sqrt(a));
   case FusedOp::Rsqrt: return scalar::rsqrt(a);
-  case FusedOp::Tanh:
-    return scalar::tanhOf(a);
+  case FusedOp::Tanh: return scalar::tanhOf(a);
   case FusedOp::Relu: return scalar::relu(a);
   case FusedOp::Gelu: return scalar::gelu(a);
   case FusedOp::Sigmoid: return scalar::sigmoid(a);
