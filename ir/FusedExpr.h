@@ -96,7 +96,11 @@ template <typename C> C applyFused(FusedOp op, C a, C b) {
   case FusedOp::Gelu: return scalar::gelu(a);
   case FusedOp::Sigmoid: return scalar::sigmoid(a);
   case FusedOp::Cos: return C(std::cos(a));
-  case FusedOp::CastBF16: return C(roundToDType(a, DType::BF16));
+  case FusedOp::CastBF16:
+    if constexpr (std::is_same_v<C, float>) // the same rounding, inline
+      return scalar::floatOfBF16(scalar::bf16BitsOf(a));
+    else
+      return C(roundToDType(a, DType::BF16));
   case FusedOp::CastF16: return C(roundToDType(a, DType::F16));
   case FusedOp::CastF32: return C(roundToDType(a, DType::F32));
   case FusedOp::CastF64: return a;

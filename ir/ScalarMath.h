@@ -66,6 +66,19 @@ inline float tanhFloat(float x) {
   return x != x ? x : signed_;         // NaN stays NaN
 }
 
+// bf16's bits from a float, rounded to nearest even (a NaN stays a NaN:
+// its quiet bit is set), and the float of bf16 bits. Branch-free and
+// inline, so that the kernels' loops over bf16 tensors vectorise.
+inline uint16_t bf16BitsOf(float value) {
+  uint32_t bits = std::bit_cast<uint32_t>(value);
+  uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+  uint32_t quietNaN = (bits >> 16) | 0x40u;
+  return static_cast<uint16_t>(value != value ? quietNaN : rounded);
+}
+inline float floatOfBF16(uint16_t bits) {
+  return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
+}
+
 // tanh in the compute type: float's is tanhFloat, double's the C library's.
 template <typename C> C tanhOf(C x) {
   if constexpr (std::is_same_v<C, float>)

@@ -49,22 +49,6 @@ Tensor &Tensor::operator=(const Tensor &other) {
   return *this;
 }
 
-uint16_t floatToBF16(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, 4);
-  if (std::isnan(value))
-    return static_cast<uint16_t>((bits >> 16) | 0x40); // keep it a NaN
-  uint32_t rounding = 0x7fff + ((bits >> 16) & 1);
-  return static_cast<uint16_t>((bits + rounding) >> 16);
-}
-
-float bf16ToFloat(uint16_t bits) {
-  uint32_t wide = static_cast<uint32_t>(bits) << 16;
-  float f;
-  std::memcpy(&f, &wide, 4);
-  return f;
-}
-
 uint16_t floatToF16(float value) {
   // Round through the interpreter's exact rounding, then assemble the bits.
   double r = ir::roundToDType(value, ir::DType::F16);

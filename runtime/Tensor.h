@@ -4,6 +4,7 @@
 #pragma once
 
 #include "ir/Interpreter.h"
+#include "ir/ScalarMath.h"
 #include "ir/Types.h"
 
 #include <cstddef>
@@ -63,8 +64,10 @@ private:
 };
 
 // bf16 and f16 bit conversions (round to nearest even).
-uint16_t floatToBF16(float value);
-float bf16ToFloat(uint16_t bits);
+inline uint16_t floatToBF16(float value) {
+  return ir::scalar::bf16BitsOf(value);
+}
+inline float bf16ToFloat(uint16_t bits) { return ir::scalar::floatOfBF16(bits); }
 uint16_t floatToF16(float value);
 float f16ToFloat(uint16_t bits);
 
