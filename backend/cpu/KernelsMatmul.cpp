@@ -2,12 +2,16 @@
 // size (blocks of rows, and of columns when there are few rows; never
 // depending on the thread count), each tile one GEMM call with OpenBLAS
 // itself single-threaded, so results are bit-identical whatever the number
-// of threads. 16-bit floats are widened to f32 in scratch space,
-// multiplied with sgemm, and rounded back. matmul_epilogue runs the same
-// GEMM calls and applies its epilogue to each tile while it is in cache, rounding as the unfused ops would (ir/MatmulEpilogue.h), so it
-// gives the unfused matmul, add and gelu (or gelu_grad) bit for bit.
+// of threads. bf16 products are summed in f32 by AVX512_BF16's dot
+// products or their exact emulation (GemmBF16.h); f16 is widened to f32 in
+// scratch space and multiplied with sgemm; both are rounded back tile by
+// tile. matmul_epilogue runs the same tiles and applies its epilogue to
+// each while it is in cache, rounding as the unfused ops would
+// (ir/MatmulEpilogue.h), so it gives the unfused matmul, add and gelu (or
+// gelu_grad) bit for bit.
 #include "backend/CollectivePlan.h"
 #include "backend/cpu/Elem.h"
+#include "backend/cpu/GemmBF16.h"
 #include "backend/cpu/Kernels.h"
 
 #include "ir/MatmulEpilogue.h"
@@ -52,16 +56,35 @@ void gemm(const T *a, const T *b, T *c, int64_t m, int64_t n, int64_t k,
                 int(lda), b, int(ldb), 0.0, c, int(ldc));
 }
 
-// c = a @ b in T (float or double), tiles of c in parallel: blocks of
-// kRowBlock rows, and with few row blocks also of kColBlock columns, so
-// that a batch of 64 rows still keeps every core busy. The tiling depends
-// only on the shapes, never on the thread count. A shared b makes
-// [..., M, K] @ [K, N] one [batches * M, K] GEMM. `after(rows, cols)` runs
-// on the tile of c (rows [r0, r1) of the whole c, columns [c0, c1)) that a
-// task has just written.
-template <typename T, typename After>
-void gemmBlocks(const T *a, const T *b, T *c, const MatmulShape &s,
-                ThreadPool &pool, After after) {
+// One tile of c = op(a) @ op(b): rows [r0, r1) of group g's rows of c,
+// columns [c0, c1). A shared b makes [..., M, K] @ [K, N] one group of
+// batches * M rows.
+struct MatmulTile {
+  int64_t g, r0, r1, c0, c1;
+  int64_t rows; // rows of c per group
+  // Offsets of the tile's first row of op(a) (of a transposed a, 2-D and
+  // one group: its column r0), its first column of op(b) (of a transposed
+  // b: its row c0), and its first element of c.
+  int64_t aOffset(const MatmulShape &s) const {
+    return s.transA ? r0 : (g * rows + r0) * s.k;
+  }
+  int64_t bOffset(const MatmulShape &s) const {
+    return g * s.k * s.n + (s.transB ? c0 * s.k : c0);
+  }
+  int64_t cOffset(const MatmulShape &s) const {
+    return (g * rows + r0) * s.n + c0;
+  }
+  // The stored rows' lengths of a and b.
+  int64_t lda(const MatmulShape &s) const { return s.transA ? rows : s.k; }
+  int64_t ldb(const MatmulShape &s) const { return s.transB ? s.k : s.n; }
+};
+
+// Calls tile(t) for every tile of c, in parallel: blocks of kRowBlock
+// rows, and with few row blocks also of kColBlock columns, so that a batch
+// of 64 rows still keeps every core busy. The tiling depends only on the
+// shapes, never on the thread count.
+template <typename Tile>
+void forTiles(const MatmulShape &s, ThreadPool &pool, Tile tile) {
   int64_t rows = s.sharedB ? s.batches * s.m : s.m;
   int64_t groups = s.sharedB ? 1 : s.batches;
   int64_t rowBlocks = (rows + kRowBlock - 1) / kRowBlock;
@@ -70,23 +93,65 @@ void gemmBlocks(const T *a, const T *b, T *c, const MatmulShape &s,
   int64_t tiles = rowBlocks * colBlocks;
   pool.parallelFor(groups * tiles, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t task = lo; task < hi; ++task) {
-      int64_t g = task / tiles, tile = task % tiles;
-      int64_t r0 = (tile / colBlocks) * kRowBlock, r1 = std::min(rows, r0 + kRowBlock);
-      int64_t c0 = (tile % colBlocks) * colBlock, c1 = std::min(s.n, c0 + colBlock);
-      // Rows r0.. of op(a): of a transposed a (2-D, one group), its
-      // columns r0..; columns c0.. of op(b): of a transposed b, its rows.
-      const T *rowsOfA = s.transA ? a + r0 : a + (g * rows + r0) * s.k;
-      const T *colsOfB = b + g * s.k * s.n + (s.transB ? c0 * s.k : c0);
-      gemm(rowsOfA, colsOfB, c + (g * rows + r0) * s.n + c0, r1 - r0, c1 - c0,
-           s.k, s, s.transA ? rows : s.k, s.transB ? s.k : s.n, s.n);
-      after(g * rows + r0, g * rows + r1, c0, c1);
+      MatmulTile t;
+      t.g = task / tiles;
+      int64_t i = task % tiles;
+      t.rows = rows;
+      t.r0 = (i / colBlocks) * kRowBlock;
+      t.r1 = std::min(rows, t.r0 + kRowBlock);
+      t.c0 = (i % colBlocks) * colBlock;
+      t.c1 = std::min(s.n, t.c0 + colBlock);
+      tile(t);
     }
+  });
+}
+
+// c = a @ b in T (float or double), one GEMM call per tile. `after(r0, r1,
+// c0, c1)` runs on the tile of c (rows [r0, r1) of the whole c) that a task
+// has just written.
+template <typename T, typename After>
+void gemmBlocks(const T *a, const T *b, T *c, const MatmulShape &s,
+                ThreadPool &pool, After after) {
+  forTiles(s, pool, [&](const MatmulTile &t) {
+    gemm(a + t.aOffset(s), b + t.bOffset(s), c + t.cOffset(s), t.r1 - t.r0,
+         t.c1 - t.c0, s.k, s, t.lda(s), t.ldb(s), s.n);
+    after(t.g * t.rows + t.r0, t.g * t.rows + t.r1, t.c0, t.c1);
   });
 }
 template <typename T>
 void gemmBlocks(const T *a, const T *b, T *c, const MatmulShape &s,
                 ThreadPool &pool) {
   gemmBlocks(a, b, c, s, pool, [](int64_t, int64_t, int64_t, int64_t) {});
+}
+
+// The groups of b (one when b is shared) and the words of each packed.
+int64_t bGroups(const MatmulShape &s) { return s.sharedB ? 1 : s.batches; }
+int64_t packedWordsPerGroup(const MatmulShape &s) {
+  return bf16PackedWords(s.k, s.n);
+}
+
+// c = a @ b for bf16 a and b into f32 c (gemmBF16Packed), over the same
+// tiles, every group of b packed first (into `packed`, in parallel);
+// `after` as gemmBlocks's.
+template <typename After>
+void gemmBlocksBF16(const BF16 *a, const BF16 *b, float *c, uint32_t *packed,
+                    const MatmulShape &s, ThreadPool &pool, After after) {
+  const uint16_t *ab = &a->bits, *bb = &b->bits;
+  int64_t words = packedWordsPerGroup(s);
+  int64_t blocks = (s.n + kBF16Columns - 1) / kBF16Columns;
+  pool.parallelFor(bGroups(s) * blocks, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t task = lo; task < hi; ++task) {
+      int64_t g = task / blocks, q = task % blocks;
+      packBF16({bb + g * s.k * s.n, s.transB ? s.k : s.n, s.transB}, s.k, s.n,
+               q, q + 1, packed + g * words);
+    }
+  });
+  forTiles(s, pool, [&](const MatmulTile &t) {
+    gemmBF16Packed({ab + t.aOffset(s), t.lda(s), s.transA},
+                   packed + t.g * words, s.k, t.c0, t.c1, c + t.cOffset(s),
+                   s.n, t.r1 - t.r0);
+    after(t.g * t.rows + t.r0, t.g * t.rows + t.r1, t.c0, t.c1);
+  });
 }
 
 MatmulShape matmulShape(const KernelArgs &args) {
@@ -142,6 +207,32 @@ void epilogueRange(ir::MatmulEpilogue e, const float *acc, S *c, const S *x,
   }
 }
 
+// c = a @ b for 16-bit a and b (S), each tile's products in f32 into the
+// scratch space (of the whole c), then after(r0, r1, c0, c1) on the tile:
+// bf16 through gemmBF16, f16 widened to f32 (in the scratch space after the
+// products) and multiplied with sgemm.
+template <typename S, typename After>
+void gemm16(const KernelArgs &args, const MatmulShape &s, After after) {
+  const S *a = args.in[0].as<S>(), *b = args.in[1].as<S>();
+  float *products = reinterpret_cast<float *>(args.scratch);
+  if constexpr (std::is_same_v<S, BF16>) {
+    auto *packed = reinterpret_cast<uint32_t *>(products + args.out.size());
+    gemmBlocksBF16(a, b, products, packed, s, args.pool, after);
+  } else {
+    int64_t na = args.in[0].size(), nb = args.in[1].size();
+    float *fa = products + args.out.size(), *fb = fa + na;
+    auto widen = [&](const S *src, float *dst, int64_t count) {
+      args.pool.parallelFor(count, kElementGrain, [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i)
+          dst[i] = Elem<S>::load(src[i]);
+      });
+    };
+    widen(a, fa, na);
+    widen(b, fb, nb);
+    gemmBlocks(fa, fb, products, s, args.pool, after);
+  }
+}
+
 } // namespace
 
 void singleThreadedBlas() {
@@ -158,12 +249,22 @@ uint64_t scratchBytes(const ir::Op &op) {
   if (op.kind() != ir::OpKind::Matmul &&
       op.kind() != ir::OpKind::MatmulEpilogue)
     return collectiveScratchBytes(op);
+  // 16-bit storage: the f32 products (gemm16), then for bf16 every group
+  // of b packed (as many words as b has elements, and the padding of the
+  // last block of columns) and for f16 the widened operands.
   ir::DType dt = op.type().dtype;
   if (dt != ir::DType::BF16 && dt != ir::DType::F16)
     return 0;
-  uint64_t elems = static_cast<uint64_t>(op.operand(0)->type().size()) +
-                   static_cast<uint64_t>(op.operand(1)->type().size()) +
-                   static_cast<uint64_t>(op.type().size());
+  const ir::TensorType &bt = op.operand(1)->type();
+  uint64_t elems = static_cast<uint64_t>(op.type().size());
+  if (dt == ir::DType::F16)
+    elems += static_cast<uint64_t>(op.operand(0)->type().size()) +
+             static_cast<uint64_t>(bt.size());
+  else if (bt.rank() >= 2) {
+    int64_t k = bt.shape[bt.rank() - 2], n = bt.shape[bt.rank() - 1];
+    int64_t groups = k * n == 0 ? 0 : bt.size() / (k * n);
+    elems += static_cast<uint64_t>(groups * bf16PackedWords(k, n));
+  }
   return elems * sizeof(float);
 }
 
@@ -199,24 +300,12 @@ LogicalResult kernelMatmul(const KernelArgs &args) {
             c[(g * s.m + i) * s.n + j] = E::store(static_cast<int64_t>(acc));
           }
     } else {
-      // bf16 / f16: widen into scratch, sgemm, round back.
-      int64_t na = args.in[0].size(), nb = args.in[1].size(),
-              nc = args.out.size();
-      float *fa = reinterpret_cast<float *>(args.scratch);
-      float *fb = fa + na, *fc = fb + nb;
-      auto widen = [&](const S *src, float *dst, int64_t count) {
-        args.pool.parallelFor(count, kElementGrain,
-                              [&](int64_t lo, int64_t hi) {
-                                for (int64_t i = lo; i < hi; ++i)
-                                  dst[i] = E::load(src[i]);
-                              });
-      };
-      widen(a, fa, na);
-      widen(b, fb, nb);
-      gemmBlocks(fa, fb, fc, s, args.pool);
-      args.pool.parallelFor(nc, kElementGrain, [&](int64_t lo, int64_t hi) {
-        for (int64_t i = lo; i < hi; ++i)
-          c[i] = E::store(fc[i]);
+      // bf16 / f16: f32 products, each tile rounded as it is done.
+      const float *products = reinterpret_cast<const float *>(args.scratch);
+      gemm16<S>(args, s, [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+        for (int64_t row = r0; row < r1; ++row)
+          for (int64_t j = c0; j < c1; ++j)
+            c[row * s.n + j] = E::store(products[row * s.n + j]);
       });
     }
     return success();
@@ -252,25 +341,12 @@ LogicalResult kernelMatmulEpilogue(const KernelArgs &args) {
                    epilogueRange<S>(*e, nullptr, c, x, s.n, r0, r1, c0, c1);
                  });
     } else {
-      // bf16 / f16: widen into scratch, sgemm, then round each block and
-      // apply the epilogue.
-      using E = Elem<S>;
-      int64_t na = args.in[0].size(), nb = args.in[1].size();
-      float *fa = reinterpret_cast<float *>(args.scratch);
-      float *fb = fa + na, *fc = fb + nb;
-      auto widen = [&](const S *src, float *dst, int64_t count) {
-        args.pool.parallelFor(count, kElementGrain,
-                              [&](int64_t lo, int64_t hi) {
-                                for (int64_t i = lo; i < hi; ++i)
-                                  dst[i] = E::load(src[i]);
-                              });
-      };
-      widen(a, fa, na);
-      widen(b, fb, nb);
-      gemmBlocks(fa, fb, fc, s, args.pool,
-                 [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-                   epilogueRange<S>(*e, fc, c, x, s.n, r0, r1, c0, c1);
-                 });
+      // bf16 / f16: f32 products, each tile rounded and given the epilogue
+      // as it is done.
+      const float *products = reinterpret_cast<const float *>(args.scratch);
+      gemm16<S>(args, s, [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+        epilogueRange<S>(*e, products, c, x, s.n, r0, r1, c0, c1);
+      });
     }
     return success();
   });
