@@ -5,7 +5,12 @@
 // mgc's f32 one (bench/cpu_gemm, docs/benchmarks.md).
 #include "backend/cpu/GemmBF16.h"
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#define MGC_BF16_DOT 1
 #include <immintrin.h>
+#else
+#define MGC_BF16_DOT 0
+#endif
 
 #include <algorithm>
 #include <bit>
@@ -83,6 +88,7 @@ namespace {
 using TileFn = void (*)(const uint32_t *a, const uint32_t *b, int64_t pairs,
                         float *tile);
 
+#if MGC_BF16_DOT
 // tile[kRows][kCols] = packed rows x packed columns, with the instruction:
 // per pair of k, each row's pair broadcast against the columns' pairs.
 __attribute__((target("avx512f,avx512bf16"))) void
@@ -107,6 +113,7 @@ tileInstructions(const uint32_t *a, const uint32_t *b, int64_t pairs,
     _mm512_storeu_ps(tile + r * kCols + 16, acc[r][1]);
   }
 }
+#endif
 
 // A bf16 as the instruction reads it: a denormal is zero.
 float operandOf(uint32_t bits16) {
@@ -139,9 +146,13 @@ void tileEmulated(const uint32_t *a, const uint32_t *b, int64_t pairs,
 } // namespace
 
 bool bf16DotInstructions() {
+#if MGC_BF16_DOT
   static const bool has =
       __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
   return has;
+#else
+  return false;
+#endif
 }
 
 void gemmBF16Packed(BF16Matrix a, const uint32_t *packed, int64_t k, int64_t c0,
@@ -150,7 +161,12 @@ void gemmBF16Packed(BF16Matrix a, const uint32_t *packed, int64_t k, int64_t c0,
     return;
   bool instructions = how == BF16Dot::Instructions ||
                       (how == BF16Dot::Best && bf16DotInstructions());
+#if MGC_BF16_DOT
   TileFn tileFn = instructions ? tileInstructions : tileEmulated;
+#else
+  (void)instructions;
+  TileFn tileFn = tileEmulated;
+#endif
   int64_t pairs = pairsOf(k);
   thread_local std::vector<uint32_t> rows; // grown to the largest a packed
   packRows(a, m, k, rows);
