@@ -243,6 +243,9 @@ void singleThreadedBlas() {
 uint64_t scratchBytes(const ir::Op &op) {
   if (op.kind() == ir::OpKind::AttentionGrad)
     return attentionGradScratchBytes(op);
+  if (op.kind() == ir::OpKind::CrossEntropy) // each position's loss
+    return static_cast<uint64_t>(op.operand(1)->type().size()) *
+           sizeof(double);
   if (op.kind() == ir::OpKind::Conv2d || op.kind() == ir::OpKind::Conv2dGradX ||
       op.kind() == ir::OpKind::Conv2dGradW)
     return convScratchBytes(op);

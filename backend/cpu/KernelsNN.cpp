@@ -362,13 +362,21 @@ LogicalResult kernelCrossEntropy(const KernelArgs &args) {
   int64_t positions = targets.size();
   return visitFloat(args.out.dtype(), [&]<typename S>() {
     const S *logits = args.in[0].as<S>();
+    // Each position's loss on the pool (into the scratch space), then
+    // their sum in order of position on one thread: the same sum whatever
+    // the thread count.
+    double *losses = reinterpret_cast<double *>(args.scratch);
+    args.pool.parallelFor(positions, 1, [&](int64_t b, int64_t e) {
+      for (int64_t p = b; p < e; ++p) {
+        RowStats<S> r(logits + p * c, c, 1);
+        losses[p] = r.max + std::log(r.sumExp) -
+                    Elem<S>::load(logits[p * c + loadId(targets.data,
+                                                        targets.dtype(), p)]);
+      }
+    });
     double total = 0;
-    for (int64_t p = 0; p < positions; ++p) {
-      RowStats<S> r(logits + p * c, c, 1);
-      total += r.max + std::log(r.sumExp) -
-               Elem<S>::load(
-                   logits[p * c + loadId(targets.data, targets.dtype(), p)]);
-    }
+    for (int64_t p = 0; p < positions; ++p)
+      total += losses[p];
     args.out.as<S>()[0] = Elem<S>::store(
         static_cast<ComputeOf<S>>(total / static_cast<double>(positions)));
     return success();
