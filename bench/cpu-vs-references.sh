@@ -11,9 +11,12 @@
 # --log-json; the references time themselves the same way), and the ratios
 # mgc / reference (below 1: mgc is faster). JAX and NumPy are pip-installed
 # into a virtual environment under the build folder the first time.
-# llm.c's CPU trainer is not run: it reads its own GPT-2 weights file
-# (clone https://github.com/karpathy/llm.c beside this checkout, run its
-# data and weight scripts, `make train_gpt2`, and time it with B=4 T=64).
+# llm.c's CPU trainer (train_gpt2.c, whose B=4 T=64 are these) runs too
+# when it is built beside this checkout, in ../llm.c (or $LLMC_DIR): clone
+# https://github.com/karpathy/llm.c there, run its dev/download_starter_pack.sh
+# (the GPT-2 weights and tokens it reads) and `make train_gpt2`; its median
+# "took" time after the first steps is compared with mgc's. It trains its
+# own 40 steps (with validation and sampling), a few minutes here.
 # Run after scripts/build.sh:  bench/cpu-vs-references.sh [GPT_STEPS]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -51,6 +54,22 @@ mgc_gpt=$(median "$work/gpt.jsonl")
 jax_gpt=$("$py" "$root/bench/reference_jax.py" gpt --B 4 --T 64 --steps "$steps" \
   --warmup "$warmup" 2>/dev/null | sed -E 's/.*median step ([0-9.]+) s.*/\1/')
 echo "mgc ${mgc_gpt} s, jax ${jax_gpt} s: mgc / jax = $(ratio "$mgc_gpt" "$jax_gpt")"
+llmc=${LLMC_DIR:-$root/../llm.c}
+if [ -x "$llmc/train_gpt2" ]; then
+  # "step 3: train loss 4.37 (took 3252.1 ms)": the median of the steps
+  # after the first $warmup, in seconds.
+  llmc_gpt=$( (cd "$llmc" && OMP_NUM_THREADS=$(nproc) timeout 1200 ./train_gpt2) |
+    python3 -c "import re, statistics, sys
+t = [float(m.group(1)) / 1000 for m in re.finditer(r'took ([0-9.]+) ms', sys.stdin.read())]
+print('%.4f' % statistics.median(t[int(sys.argv[1]):]) if len(t) > int(sys.argv[1]) else 'none')" "$warmup")
+  if [ "$llmc_gpt" = none ]; then
+    echo "llm.c in $llmc printed no step times"
+  else
+    echo "llm.c ${llmc_gpt} s: mgc / llm.c = $(ratio "$mgc_gpt" "$llmc_gpt")"
+  fi
+else
+  echo "llm.c: not built in $llmc (see the top of this script)"
+fi
 # Start-up: the whole process of a one-step run (compile, initialisation,
 # the first step) less one step of the run above.
 start=$(date +%s.%N)
