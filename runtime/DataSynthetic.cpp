@@ -3,6 +3,7 @@
 #include "support/Random.h"
 
 #include <cmath>
+#include <vector>
 
 namespace mgc::runtime {
 
@@ -52,9 +53,11 @@ public:
             t.as<int64_t>()[i] = v;
         }
       } else {
+        // The rows' normals in one vectorised call.
+        std::vector<double> z(static_cast<size_t>(hi - lo));
+        standardNormals(options_.seed, stream, base + lo, hi - lo, z.data());
         for (int64_t i = lo; i < hi; ++i)
-          t.set(i, options_.stddev *
-                       standardNormal(options_.seed, stream, base + i));
+          t.set(i, options_.stddev * z[static_cast<size_t>(i - lo)]);
       }
       out.emplace(input.name, std::move(t));
     }
