@@ -27,7 +27,7 @@ namespace mgc::backend::cpu {
 
 namespace {
 
-constexpr int64_t kRowBlock = 64;
+constexpr int64_t kRowBlock = 128;
 // With fewer row blocks than this, columns are cut into blocks too.
 constexpr int64_t kFewRowBlocks = 8;
 constexpr int64_t kColBlock = 256;
@@ -81,7 +81,7 @@ struct MatmulTile {
 
 // Calls tile(t) for every tile of c, in parallel: blocks of kRowBlock
 // rows, and with few row blocks also of kColBlock columns, so that a batch
-// of 64 rows still keeps every core busy. The tiling depends only on the
+// of 64 or 256 rows still keeps several cores busy. The tiling depends only on the
 // shapes, never on the thread count.
 template <typename Tile>
 void forTiles(const MatmulShape &s, ThreadPool &pool, Tile tile) {
