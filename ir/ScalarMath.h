@@ -11,6 +11,14 @@
 #include <numbers>
 #include <type_traits>
 
+// The longer formulas are inlined into the kernels' loops whatever the
+// compiler's size estimate, so that those loops vectorise.
+#if defined(__GNUC__)
+#define MGC_SCALAR_INLINE inline __attribute__((always_inline))
+#else
+#define MGC_SCALAR_INLINE inline
+#endif
+
 namespace mgc::ir::scalar {
 
 inline const double kGeluC = std::sqrt(2.0 / std::numbers::pi);
@@ -20,7 +28,7 @@ namespace detail {
 // e^y for y in [0, 88]: y = n ln 2 + r with |r| <= ln 2 / 2 (ln 2 in two
 // parts, so that r is nearly exact), e^r by its Taylor series to r^7, and
 // 2^n put into the exponent bits. Within 2 units in the last place.
-inline float expNonNegative(float y) {
+MGC_SCALAR_INLINE float expNonNegative(float y) {
   constexpr float kShift = 12582912.0f; // 1.5 * 2^23: rounds to a whole number
   float shifted = y * 1.44269504f + kShift;
   float n = shifted - kShift;
@@ -46,7 +54,7 @@ inline float expNonNegative(float y) {
 // 1 - 2 / (e^2|x| + 1). Within 2 units in the last place of the C
 // library's tanhf (tests/unit/ScalarMathTest.cpp); gelu's tanh dominated
 // the step of a small transformer when it was the C library's.
-inline float tanhFloat(float x) {
+MGC_SCALAR_INLINE float tanhFloat(float x) {
   float a = std::fabs(x);
   float z = a * a;
   float p = 6404582.0f / 10854718875.0f; // the x^17 coefficient
@@ -80,7 +88,7 @@ inline float floatOfBF16(uint16_t bits) {
 }
 
 // tanh in the compute type: float's is tanhFloat, double's the C library's.
-template <typename C> C tanhOf(C x) {
+template <typename C> MGC_SCALAR_INLINE C tanhOf(C x) {
   if constexpr (std::is_same_v<C, float>)
     return tanhFloat(x);
   else
@@ -90,7 +98,7 @@ template <typename C> C tanhOf(C x) {
 template <typename C> C relu(C x) {
   return x <= 0 ? C(0) : x; // NaN propagates
 }
-template <typename C> C gelu(C x) {
+template <typename C> MGC_SCALAR_INLINE C gelu(C x) {
   const C c = static_cast<C>(kGeluC);
   return C(C(0.5) * x * (C(1) + tanhOf(C(c * (x + C(0.044715) * x * x * x)))));
 }
@@ -98,7 +106,7 @@ template <typename C> C sigmoid(C x) { return C(C(1) / (C(1) + std::exp(-x))); }
 template <typename C> C rsqrt(C x) { return C(C(1) / std::sqrt(x)); }
 
 template <typename C> C reluGrad(C dy, C x) { return x > 0 ? dy : C(0); }
-template <typename C> C geluGrad(C dy, C x) {
+template <typename C> MGC_SCALAR_INLINE C geluGrad(C dy, C x) {
   const C c = static_cast<C>(kGeluC);
   C t = tanhOf(C(c * (x + C(0.044715) * x * x * x)));
   C du = c * (C(1) + C(3) * C(0.044715) * x * x);
