@@ -74,6 +74,38 @@ MGC_SCALAR_INLINE float tanhFloat(float x) {
   return x != x ? x : signed_;         // NaN stays NaN
 }
 
+// e^y in double without a call into the C library, so that loops over it
+// vectorise (softmax's and the losses' exp(x - max)): y = n ln 2 + r as in
+// expNonNegative, e^r by its Taylor series to r^13, 2^n into the exponent
+// bits. Below -708 (where e^y is a double denormal, nothing next to a row's
+// largest term, whose e^0 is 1) it is 0; above log(DBL_MAX) infinity.
+// Within 2 units in the last place of the C library's exp elsewhere
+// (tests/unit/ScalarMathTest.cpp).
+MGC_SCALAR_INLINE double expNoDenormals(double y) {
+  constexpr double kShift = 0x1.8p52; // 1.5 * 2^52: rounds to a whole number
+  double shifted = y * 1.4426950408889634 + kShift;
+  double n = shifted - kShift;
+  int64_t whole =
+      std::bit_cast<int64_t>(shifted) - std::bit_cast<int64_t>(kShift);
+  // ln 2 in two parts: the first to 32 bits, so that n * its value is exact.
+  double r = (y - n * 6.93147180369123816490e-01) -
+             n * 1.90821492927058770002e-10;
+  constexpr double kInverseFactorials[] = { // 1/12!, ..., 1/1!, 1/0!
+      1.0 / 479001600, 1.0 / 39916800, 1.0 / 3628800, 1.0 / 362880,
+      1.0 / 40320,     1.0 / 5040,     1.0 / 720,     1.0 / 120,
+      1.0 / 24,        1.0 / 6,        0.5,           1.0,
+      1.0};
+  double p = 1.0 / 6227020800.0; // 1/13!
+  for (double c : kInverseFactorials)
+    p = c + r * p;
+  // 2^(n - 1) times 2: n reaches 1024 just below the overflow.
+  double v = p * std::bit_cast<double>((whole + 1022) << 52) * 2.0;
+  double flushed = y < -708.0 ? 0.0 : v;
+  double capped =
+      y > 709.782712893384 ? std::numeric_limits<double>::infinity() : flushed;
+  return y != y ? y : capped; // NaN stays NaN
+}
+
 // bf16's bits from a float, rounded to nearest even (a NaN stays a NaN:
 // its quiet bit is set), and the float of bf16 bits. Branch-free and
 // inline, so that the kernels' loops over bf16 tensors vectorise.

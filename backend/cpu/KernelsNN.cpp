@@ -39,6 +39,8 @@ Lines axisLines(const KernelArgs &args) {
 
 // Max and sum of exp(x - max) over n values `stride` apart, in f64 (a line
 // of -inf gives max -inf and NaN probabilities, as in the interpreter).
+// The exponentials of a block are computed first (a loop that vectorises),
+// then added in order.
 template <typename S> struct RowStats {
   double max = -kInf, sumExp = 0;
   RowStats(const S *x, int64_t n, int64_t stride) {
@@ -47,8 +49,16 @@ template <typename S> struct RowStats {
       if (v > max || std::isnan(v))
         max = v;
     }
-    for (int64_t j = 0; j < n; ++j)
-      sumExp += std::exp(double(Elem<S>::load(x[j * stride])) - max);
+    constexpr int64_t kBlock = 256;
+    double e[kBlock];
+    for (int64_t j0 = 0; j0 < n; j0 += kBlock) {
+      int64_t m = std::min(kBlock, n - j0);
+      for (int64_t j = 0; j < m; ++j)
+        e[j] = ir::scalar::expNoDenormals(
+            double(Elem<S>::load(x[(j0 + j) * stride])) - max);
+      for (int64_t j = 0; j < m; ++j)
+        sumExp += e[j];
+    }
   }
 };
 
@@ -82,7 +92,8 @@ LogicalResult softmaxLike(const KernelArgs &args, bool logarithm) {
           int64_t k = base + j * l.inner;
           double v = E::load(x[k]);
           y[k] = E::store(static_cast<C>(
-              logarithm ? v - r.max - logSum : std::exp(v - r.max) / r.sumExp));
+              logarithm ? v - r.max - logSum
+                        : ir::scalar::expNoDenormals(v - r.max) / r.sumExp));
         }
       }
     });
@@ -403,8 +414,9 @@ LogicalResult kernelCrossEntropyGrad(const KernelArgs &args) {
         RowStats<S> r(logits + p * c, c, 1);
         int64_t t = loadId(targets.data, targets.dtype(), p);
         for (int64_t j = 0; j < c; ++j) {
-          double v =
-              std::exp(E::load(logits[p * c + j]) - r.max) / r.sumExp * scale;
+          double v = ir::scalar::expNoDenormals(E::load(logits[p * c + j]) -
+                                                r.max) /
+                     r.sumExp * scale;
           out[p * c + j] = E::store(static_cast<C>(j == t ? v - scale : v));
         }
       }

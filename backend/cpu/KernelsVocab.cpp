@@ -8,6 +8,7 @@
 #include "backend/CollectivePlan.h"
 #include "backend/cpu/Elem.h"
 #include "backend/cpu/Kernels.h"
+#include "ir/ScalarMath.h"
 
 #include <cmath>
 #include <cstring>
@@ -60,7 +61,7 @@ LogicalResult kernelSumExp(const KernelArgs &args) {
       for (int64_t p = b; p < e; ++p) {
         double mp = E::load(m[p]), s = 0;
         for (int64_t j = 0; j < c; ++j)
-          s += std::exp(double(E::load(x[p * c + j])) - mp);
+          s += ir::scalar::expNoDenormals(double(E::load(x[p * c + j])) - mp);
         out[p] = E::store(static_cast<ComputeOf<S>>(s));
       }
     });
@@ -111,8 +112,9 @@ LogicalResult kernelCrossEntropyGradStats(const KernelArgs &args) {
         double mp = E::load(m[p]), sp = E::load(s[p]);
         int64_t t = loadId(targets.data, targets.dtype(), p) - r.begin;
         for (int64_t j = 0; j < c; ++j) {
-          double v =
-              std::exp(double(E::load(logits[p * c + j])) - mp) / sp * scale;
+          double v = ir::scalar::expNoDenormals(
+                         double(E::load(logits[p * c + j])) - mp) /
+                     sp * scale;
           out[p * c + j] = E::store(static_cast<C>(j == t ? v - scale : v));
         }
       }

@@ -71,3 +71,19 @@ TEST_CASE("tanhFloat: a loop over it gives the scalar bits") {
     REQUIRE(y[i] == tanhFloat(xi));
   }
 }
+
+TEST_CASE("expNoDenormals: within 2 ulp of exp, 0 below -708, inf above") {
+  double worst = 0;
+  for (int64_t i = 0; i <= 2'000'000; ++i) {
+    double y = -708.0 + (708.0 + 709.78) * static_cast<double>(i) / 2e6;
+    double want = std::exp(y), got = expNoDenormals(y);
+    worst = std::max(worst, std::abs(got - want) / want);
+  }
+  MESSAGE("worst relative difference " << worst);
+  CHECK(worst <= 0x1.0p-51);
+  CHECK(expNoDenormals(0.0) == 1.0);
+  CHECK(expNoDenormals(-709.0) == 0.0);
+  CHECK(expNoDenormals(-std::numeric_limits<double>::infinity()) == 0.0);
+  CHECK(std::isinf(expNoDenormals(710.0)));
+  CHECK(std::isnan(expNoDenormals(std::nan(""))));
+}
