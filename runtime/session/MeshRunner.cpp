@@ -2,6 +2,7 @@
 
 #include "runtime/session/HostExchange.h"
 
+#include "backend/cpu/ThreadPool.h"
 #include "ir/Interpreter.h"
 #include "passes/Optimizer.h"
 #include "runtime/ShardTensor.h"
@@ -208,10 +209,15 @@ LogicalResult MeshRunner::initialize(uint64_t seed, DiagnosticEngine &diag) {
         } else {
           ir::TensorType type =
               ir::localType(whole->type(), sharding, s.mesh, s.mesh.coords(d));
-          part = runtime::Tensor::fromHost(ir::initParameterSlab(
-              *whole, seed,
-              runtime::partOffsets(whole->type(), sharding, s.mesh, d),
-              type.shape));
+          if (type == whole->type())
+            // A whole copy (a replica): made on every core, as one device's.
+            part = runtime::Tensor::initial(*whole, seed,
+                                            backend::cpu::hardwareThreads());
+          else
+            part = runtime::Tensor::fromHost(ir::initParameterSlab(
+                *whole, seed,
+                runtime::partOffsets(whole->type(), sharding, s.mesh, d),
+                type.shape));
         }
         resident_[k].insert_or_assign(arg.name(), std::move(part));
         return success();
