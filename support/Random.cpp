@@ -11,8 +11,10 @@
 // functions.
 #include "support/Random.h"
 
+#include <array>
 #include <bit>
 #include <cmath>
+#include <iterator>
 
 namespace mgc {
 
@@ -30,10 +32,12 @@ inline double uniformOf(uint64_t r) {
   return (2.0 * smallToDouble(v >> 1) + smallToDouble(v & 1)) * 0x1.0p-53;
 }
 
-// c[0] z^(N-1) + ... + c[N-1] by Horner's rule (the loop unrolls).
-template <size_t N> inline double horner(double z, const double (&c)[N]) {
+// c[0] z^(n-1) + ... + c[n-1] for n coefficients, by Horner's rule (the
+// loop unrolls).
+template <typename Coefficients>
+inline double horner(double z, const Coefficients &c) {
   double p = c[0];
-  for (size_t i = 1; i < N; ++i)
+  for (size_t i = 1; i < std::size(c); ++i)
     p = c[i] + z * p;
   return p;
 }
@@ -65,33 +69,32 @@ inline double logPositive(double x) {
   return k * ln2Hi - ((hfsq - (s * (hfsq + r) + k * ln2Lo)) - f);
 }
 
+// The Taylor coefficients sign * (-1)^j / (first + 2j)! for j = N-1 down
+// to 0, highest power first, as horner takes them (the factorials, up to
+// 19!, are exact in double, so each is the literal 1/n! rounded once).
+template <size_t N>
+constexpr std::array<double, N> taylorTerms(int first, double sign) {
+  std::array<double, N> c{};
+  for (size_t j = 0; j < N; ++j) {
+    int power = first + 2 * static_cast<int>(j);
+    double factorial = 1;
+    for (int i = 2; i <= power; ++i)
+      factorial *= i;
+    c[N - 1 - j] = (j % 2 == 0 ? sign : -sign) / factorial;
+  }
+  return c;
+}
+
 // sin(y) and cos(y) for |y| <= pi/4 by their Taylor series, to y^19 and
 // y^18: the first term left out is below 2^-60 of the result.
 inline double sinSmall(double y) {
-  // -1/19!, 1/17!, ..., -1/3!
-  constexpr double kSin[] = {-1.0 / 121645100408832000.0,
-                             1.0 / 355687428096000.0,
-                             -1.0 / 1307674368000.0,
-                             1.0 / 6227020800.0,
-                             -1.0 / 39916800.0,
-                             1.0 / 362880.0,
-                             -1.0 / 5040.0,
-                             1.0 / 120.0,
-                             -1.0 / 6.0};
+  constexpr auto kSin = taylorTerms<9>(3, -1); // -1/3!, 1/5!, ..., -1/19!
   double z = y * y;
   return y + y * z * horner(z, kSin);
 }
 
 inline double cosSmall(double y) {
-  // -1/18!, 1/16!, ..., 1/4!
-  constexpr double kCos[] = {-1.0 / 6402373705728000.0,
-                             1.0 / 20922789888000.0,
-                             -1.0 / 87178291200.0,
-                             1.0 / 479001600.0,
-                             -1.0 / 3628800.0,
-                             1.0 / 40320.0,
-                             -1.0 / 720.0,
-                             1.0 / 24.0};
+  constexpr auto kCos = taylorTerms<8>(4, 1); // 1/4!, -1/6!, ..., -1/18!
   double z = y * y;
   double hz = 0.5 * z;
   double w = 1.0 - hz;
