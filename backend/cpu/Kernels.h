@@ -67,6 +67,8 @@ KernelFn kernelFor(ir::OpKind kind);
 uint64_t scratchBytes(const ir::Op &op);
 // The part of it for attention_grad (backend/cpu/KernelsAttention.cpp).
 uint64_t attentionGradScratchBytes(const ir::Op &op);
+// The part of it for cross_entropy (KernelsNN.cpp).
+uint64_t crossEntropyScratchBytes(const ir::Op &op);
 // The part of it for conv2d and its backward ops (KernelsConv.cpp).
 uint64_t convScratchBytes(const ir::Op &op);
 

@@ -79,14 +79,17 @@ struct MatmulTile {
   int64_t ldb(const MatmulShape &s) const { return s.transB ? s.k : s.n; }
 };
 
+// The groups of c, one per b (one when b is shared by every batch).
+int64_t groupsOf(const MatmulShape &s) { return s.sharedB ? 1 : s.batches; }
+
 // Calls tile(t) for every tile of c, in parallel: blocks of kRowBlock
 // rows, and with few row blocks also of kColBlock columns, so that a batch
-// of 64 or 256 rows still keeps several cores busy. The tiling depends only on the
-// shapes, never on the thread count.
+// of 64 or 256 rows still keeps several cores busy. The tiling depends
+// only on the shapes, never on the thread count.
 template <typename Tile>
 void forTiles(const MatmulShape &s, ThreadPool &pool, Tile tile) {
   int64_t rows = s.sharedB ? s.batches * s.m : s.m;
-  int64_t groups = s.sharedB ? 1 : s.batches;
+  int64_t groups = groupsOf(s);
   int64_t rowBlocks = (rows + kRowBlock - 1) / kRowBlock;
   int64_t colBlock = rowBlocks < kFewRowBlocks ? kColBlock : s.n;
   int64_t colBlocks = std::max<int64_t>(1, (s.n + colBlock - 1) / colBlock);
@@ -124,12 +127,6 @@ void gemmBlocks(const T *a, const T *b, T *c, const MatmulShape &s,
   gemmBlocks(a, b, c, s, pool, [](int64_t, int64_t, int64_t, int64_t) {});
 }
 
-// The groups of b (one when b is shared) and the words of each packed.
-int64_t bGroups(const MatmulShape &s) { return s.sharedB ? 1 : s.batches; }
-int64_t packedWordsPerGroup(const MatmulShape &s) {
-  return bf16PackedWords(s.k, s.n);
-}
-
 // c = a @ b for bf16 a and b into f32 c (gemmBF16Packed), over the same
 // tiles, every group of b packed first (into `packed`, in parallel);
 // `after` as gemmBlocks's.
@@ -137,9 +134,9 @@ template <typename After>
 void gemmBlocksBF16(const BF16 *a, const BF16 *b, float *c, uint32_t *packed,
                     const MatmulShape &s, ThreadPool &pool, After after) {
   const uint16_t *ab = &a->bits, *bb = &b->bits;
-  int64_t words = packedWordsPerGroup(s);
+  int64_t words = bf16PackedWords(s.k, s.n); // per group
   int64_t blocks = (s.n + kBF16Columns - 1) / kBF16Columns;
-  pool.parallelFor(bGroups(s) * blocks, 1, [&](int64_t lo, int64_t hi) {
+  pool.parallelFor(groupsOf(s) * blocks, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t task = lo; task < hi; ++task) {
       int64_t g = task / blocks, q = task % blocks;
       packBF16({bb + g * s.k * s.n, s.transB ? s.k : s.n, s.transB}, s.k, s.n,
@@ -243,9 +240,8 @@ void singleThreadedBlas() {
 uint64_t scratchBytes(const ir::Op &op) {
   if (op.kind() == ir::OpKind::AttentionGrad)
     return attentionGradScratchBytes(op);
-  if (op.kind() == ir::OpKind::CrossEntropy) // each position's loss
-    return static_cast<uint64_t>(op.operand(1)->type().size()) *
-           sizeof(double);
+  if (op.kind() == ir::OpKind::CrossEntropy)
+    return crossEntropyScratchBytes(op);
   if (op.kind() == ir::OpKind::Conv2d || op.kind() == ir::OpKind::Conv2dGradX ||
       op.kind() == ir::OpKind::Conv2dGradW)
     return convScratchBytes(op);

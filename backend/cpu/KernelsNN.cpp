@@ -365,6 +365,11 @@ LogicalResult kernelEmbeddingGrad(const KernelArgs &args) {
 
 // logits[P, C], targets[P] -> loss[]: mean of logsumexp - logit[target],
 // summed over positions in order, in f64.
+// Each position's loss, summed in order once all are made.
+uint64_t crossEntropyScratchBytes(const ir::Op &op) {
+  return static_cast<uint64_t>(op.operand(1)->type().size()) * sizeof(double);
+}
+
 LogicalResult kernelCrossEntropy(const KernelArgs &args) {
   int64_t c = args.in[0].shape().back();
   if (failed(checkIds(args, 1, c, "cross_entropy target")))
