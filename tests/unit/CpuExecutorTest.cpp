@@ -3,6 +3,7 @@
 // tolerance; bit-identical results run to run and for 1, 2 or 3 threads;
 // updates of parameters and state.
 #include "CpuTestSupport.h"
+#include "SourcePath.h"
 
 #include "frontend/Frontend.h"
 #include "ir/Builder.h"
@@ -23,7 +24,7 @@ std::unique_ptr<ir::Module> compileSample(const char *file,
   frontend::CompileOptions options;
   options.defines = std::move(defines);
   auto m = frontend::compileModelFile(
-      std::string(MGC_SOURCE_DIR) + "/samples/" + file, options, diag);
+      mgc::test::sourceDir() + "/samples/" + file, options, diag);
   REQUIRE(m);
   if (gradients)
     REQUIRE(succeeded(passes::differentiate(*m, diag)));

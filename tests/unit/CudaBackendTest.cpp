@@ -3,6 +3,7 @@
 // out-of-memory check, the words of device errors and of failed CUDA calls.
 // The device checks (CudaKernelTest, CudaTrainingTest) skip without one.
 #include "CudaTestSupport.h"
+#include "SourcePath.h"
 
 #include "mgc/Session.h"
 
@@ -12,7 +13,7 @@ namespace mgc::backend::testing {
 namespace {
 
 std::string sample(const char *file) {
-  return std::string(MGC_SOURCE_DIR) + "/samples/" + file;
+  return mgc::test::sourceDir() + "/samples/" + file;
 }
 
 std::map<std::string, std::string> tinyMlp() {

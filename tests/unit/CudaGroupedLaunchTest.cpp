@@ -5,6 +5,7 @@
 // direct launches. Device tests skip without a device; the device bytes of
 // the second input set are checked everywhere.
 #include "CudaTestSupport.h"
+#include "SourcePath.h"
 
 #include "backend/LaunchGroups.h"
 #include "backend/cpu/Kernels.h"
@@ -84,7 +85,7 @@ std::unique_ptr<ir::Module> stepModule(const char *file,
   frontend::CompileOptions options;
   options.defines = std::move(defines);
   auto m = frontend::compileModelFile(
-      std::string(MGC_SOURCE_DIR) + "/samples/" + file, options, diag);
+      mgc::test::sourceDir() + "/samples/" + file, options, diag);
   REQUIRE(m);
   passes::PassManager pm;
   REQUIRE(succeeded(pm.parsePipeline(

@@ -6,6 +6,7 @@
 // can be used.
 #include "CudaTestSupport.h"
 #include "MeshTestSupport.h"
+#include "SourcePath.h"
 
 #include "backend/cpu/InProcessCommunicator.h"
 #include "mgc/Session.h"
@@ -31,7 +32,7 @@ namespace {
 #if MGC_HAVE_CUDA
 
 std::string sample(const char *file) {
-  return std::string(MGC_SOURCE_DIR) + "/samples/" + file;
+  return mgc::test::sourceDir() + "/samples/" + file;
 }
 
 using Bytes = std::vector<std::byte>;

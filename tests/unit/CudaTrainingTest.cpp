@@ -4,6 +4,7 @@
 // largest element (AdamW scales small differences of tiny gradients).
 // Also forward runs and CUDA Graph replay. Skips without a device.
 #include "CudaTestSupport.h"
+#include "SourcePath.h"
 
 #include "mgc/Session.h"
 
@@ -16,7 +17,7 @@ namespace {
 #if MGC_HAVE_CUDA
 
 std::string sample(const char *file) {
-  return std::string(MGC_SOURCE_DIR) + "/samples/" + file;
+  return mgc::test::sourceDir() + "/samples/" + file;
 }
 
 // Random inputs for every input of the session: floats in [-1, 1), integers

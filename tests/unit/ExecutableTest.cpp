@@ -1,6 +1,7 @@
 // Executables: build, serialise, read back (same module text, order and
 // plan), atomic writes, and refusal of truncated or corrupted files.
 #include "CpuTestSupport.h"
+#include "SourcePath.h"
 
 #include "frontend/Frontend.h"
 
@@ -19,7 +20,7 @@ std::unique_ptr<Executable> tinyGpt() {
   options.defines = {{"V", "64"}, {"T", "8"}, {"D", "16"},
                      {"H", "2"},  {"L", "2"}, {"B", "2"}};
   auto m = frontend::compileModelFile(
-      std::string(MGC_SOURCE_DIR) + "/samples/gpt.mg", options, diag);
+      mgc::test::sourceDir() + "/samples/gpt.mg", options, diag);
   REQUIRE(m);
   return buildExecutable(std::move(m), cpu::scratchBytes);
 }

@@ -1,6 +1,7 @@
 // Lowering .mg models to IR: names, scopes, broadcasting, diagnostics,
 // recovery, and the limits that keep any input from crashing or hanging.
 #include "FrontendTestSupport.h"
+#include "SourcePath.h"
 
 #include "frontend/Builtins.h"
 #include "ir/Printer.h"
@@ -94,7 +95,8 @@ TEST_CASE("frontend lower: every op kind is reachable from a built-in") {
 }
 
 TEST_CASE("frontend lower: docs/language.md documents every built-in") {
-  auto buf = llvm::MemoryBuffer::getFile(MGC_SOURCE_DIR "/docs/language.md");
+  auto buf =
+      llvm::MemoryBuffer::getFile(mgc::test::sourceDir() + "/docs/language.md");
   REQUIRE(buf);
   std::string doc = (*buf)->getBuffer().str();
   for (const Builtin &b : allBuiltins()) {

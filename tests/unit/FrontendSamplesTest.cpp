@@ -2,6 +2,7 @@
 // GPT setting, with the expected parameter names, shapes and scopes; the
 // composed and fused forms of causal attention agree numerically.
 #include "FrontendTestSupport.h"
+#include "SourcePath.h"
 
 #include "ir/Interpreter.h"
 #include "ir/Printer.h"
@@ -25,7 +26,7 @@ const ConstOverrides kTinyGpt = {{"V", "256"}, {"T", "16"}, {"D", "32"},
                                  {"H", "2"},   {"L", "2"},  {"B", "2"}};
 
 std::string samplePath(const char *name) {
-  return std::string(MGC_SOURCE_DIR) + "/samples/" + name;
+  return mgc::test::sourceDir() + "/samples/" + name;
 }
 
 std::map<std::string, ir::TensorType> paramTypes(const ir::Module &m) {
@@ -142,9 +143,8 @@ TEST_CASE("frontend samples: gpt at the tiny setting round-trips as text") {
 // parameters and tokens through the float64 interpreter.
 TEST_CASE("frontend samples: composed and fused attention agree") {
   Compiled fused = compileFile(samplePath("gpt.mg"), kTinyGpt);
-  Compiled composed = compileFile(std::string(MGC_SOURCE_DIR) +
-                                      "/tests/lit/frontend/gpt_composed.mg",
-                                  kTinyGpt);
+  Compiled composed = compileFile(
+      mgc::test::sourceDir() + "/tests/lit/frontend/gpt_composed.mg", kTinyGpt);
   INFO(fused.diags << composed.diags);
   REQUIRE(fused.module);
   REQUIRE(composed.module);

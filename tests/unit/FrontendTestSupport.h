@@ -2,6 +2,7 @@
 // diagnostics.
 #pragma once
 
+#include "SourcePath.h"
 #include "frontend/Frontend.h"
 
 #include "llvm/Support/raw_ostream.h"
@@ -50,8 +51,7 @@ inline Compiled compileFile(const std::string &path,
 // A model of samples/ (e.g. "gpt.mg") with `defines`.
 inline Compiled compileSample(const std::string &name,
                               const ConstOverrides &defines = {}) {
-  return compileFile(std::string(MGC_SOURCE_DIR) + "/samples/" + name,
-                     defines);
+  return compileFile(mgc::test::sourceDir() + "/samples/" + name, defines);
 }
 
 // samples/gpt.mg with V = 64, B = 4, 2 heads, and these sizes; null when

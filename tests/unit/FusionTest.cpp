@@ -5,6 +5,7 @@
 // matmul epilogues: which matmuls of the samples' steps take which, where
 // they must not, and bit for bit the unfused results in every float type.
 #include "CpuTestSupport.h"
+#include "SourcePath.h"
 
 #include "frontend/Frontend.h"
 #include "ir/FusedExpr.h"
@@ -94,7 +95,7 @@ TEST_CASE("fusion: a fused training step equals the unfused one bit for bit") {
             : frontend::ConstOverrides{{"V", "32"}, {"T", "8"}, {"D", "16"},
                                        {"H", "2"},  {"L", "2"}, {"B", "2"}};
     auto m = frontend::compileModelFile(
-        std::string(MGC_SOURCE_DIR) + "/samples/" + file, options, diag);
+        mgc::test::sourceDir() + "/samples/" + file, options, diag);
     REQUIRE(m);
     auto [plain, fused] = withAndWithoutFusion(
         std::move(m), "autodiff,optimizer,canonicalize,cse,dce");
@@ -185,7 +186,7 @@ std::unique_ptr<ir::Module> compileSample(const char *file,
           : frontend::ConstOverrides{{"V", "32"}, {"T", "8"}, {"D", "16"},
                                      {"H", "2"},  {"L", "2"}, {"B", "2"}};
   auto m = frontend::compileModelFile(
-      std::string(MGC_SOURCE_DIR) + "/samples/" + file, options, diag);
+      mgc::test::sourceDir() + "/samples/" + file, options, diag);
   REQUIRE(m);
   m->attrs().set(passes::kPrecisionAttr, std::string(precision));
   return m;

@@ -2,6 +2,7 @@
 // by the frontend, differentiated by autodiff, and compared with finite
 // differences on randomly chosen parameter elements.
 #include "GradCheckSupport.h"
+#include "SourcePath.h"
 
 #include "frontend/Frontend.h"
 #include "ir/Printer.h"
@@ -17,7 +18,7 @@ namespace {
 
 std::unique_ptr<Module> compileSample(const std::string &file,
                                       const frontend::ConstOverrides &defines) {
-  std::string path = std::string(MGC_SOURCE_DIR) + "/" + file;
+  std::string path = mgc::test::sourceDir() + "/" + file;
   auto buf = llvm::MemoryBuffer::getFile(path);
   REQUIRE(buf);
   std::string text;

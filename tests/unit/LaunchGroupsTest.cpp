@@ -5,6 +5,7 @@
 // reordered step giving bit for bit the results of the original order on
 // the CPU backend.
 #include "CpuTestSupport.h"
+#include "SourcePath.h"
 
 #include "backend/LaunchGroups.h"
 #include "backend/cpu/Kernels.h"
@@ -142,7 +143,7 @@ std::unique_ptr<ir::Module> buildStep(const Model &model) {
   frontend::CompileOptions options;
   options.defines = model.defines;
   auto m = frontend::compileModelFile(
-      std::string(MGC_SOURCE_DIR) + "/samples/" + model.file, options, diag);
+      mgc::test::sourceDir() + "/samples/" + model.file, options, diag);
   REQUIRE(m);
   for (const auto &[key, value] : model.train)
     m->attrs().set(key, value);

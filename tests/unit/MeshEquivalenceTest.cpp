@@ -11,6 +11,7 @@
 // 2 and 4, both on 2 x 2, ZeRO 1 and 2, devices of different speed,
 // gradient accumulation with each of them, and the vocabulary-parallel
 // embedding and loss of a table split by rows.
+#include "SourcePath.h"
 #include <mgc/Session.h>
 
 #include <doctest/doctest.h>
@@ -34,7 +35,7 @@ namespace {
 std::string sample(const char *name) {
   if (name[0] == '/')
     return name;
-  return std::string(MGC_SOURCE_DIR) + "/samples/" + name;
+  return mgc::test::sourceDir() + "/samples/" + name;
 }
 
 // samples/gpt.mg with its embedding table (tied to the LM head) split by

@@ -3,6 +3,7 @@
 // gradients of a bf16 step against the f32 step on one batch, bf16 training
 // against f32 training, bf16 on a mesh against bf16 on one device, and the
 // errors.
+#include "SourcePath.h"
 #include "mgc/Session.h"
 
 #include "CpuTestSupport.h"
@@ -29,7 +30,7 @@ using backend::testing::runCpu;
 using ir::OpKind;
 
 std::string sample(const char *file) {
-  return std::string(MGC_SOURCE_DIR) + "/samples/" + file;
+  return mgc::test::sourceDir() + "/samples/" + file;
 }
 
 std::map<std::string, std::string> mlpDefines() {

@@ -4,6 +4,7 @@
 // learning-rate schedules, and clip_grad_norm_. Also its settings and
 // diagnostics, and the end-to-end step of the MLP sample.
 #include "passes/Optimizer.h"
+#include "SourcePath.h"
 
 #include "frontend/Frontend.h"
 #include "ir/Builder.h"
@@ -540,7 +541,7 @@ TEST_CASE("optimizer: the MLP sample learns a fixed batch") {
   llvm::raw_string_ostream os(diagText);
   DiagnosticEngine diag(os);
   auto module = frontend::compileModelFile(
-      std::string(MGC_SOURCE_DIR) + "/samples/mlp.mg", options, diag);
+      mgc::test::sourceDir() + "/samples/mlp.mg", options, diag);
   REQUIRE_MESSAGE(module, os.str());
   // The sample's own settings (adamw, lr 1e-3) with a faster lr.
   module->attrs().set("train.lr", 0.01);
@@ -633,7 +634,7 @@ TEST_CASE("optimizer: canonicalize, cse and dce keep the step's values") {
   DiagnosticEngine diag;
   auto build = [&](const char *pipeline) {
     auto m = frontend::compileModelFile(
-        std::string(MGC_SOURCE_DIR) + "/samples/gpt.mg", options, diag);
+        mgc::test::sourceDir() + "/samples/gpt.mg", options, diag);
     REQUIRE(m);
     m->attrs().set("train.schedule", std::string("cosine"));
     m->attrs().set("train.warmup_steps", int64_t(2));

@@ -3,6 +3,7 @@
 // runs, parameters, checkpoints with exact resume, and learning a teacher
 // task.
 #include "SessionTestSupport.h"
+#include "SourcePath.h"
 
 #include "backend/Executable.h"
 #include "frontend/Frontend.h"
@@ -636,7 +637,8 @@ TEST_CASE("session: communication per device on a mesh, and an error "
   mgc::SessionOptions options;
   options.defines = {{"B", "16"}, {"D", "12"}, {"H", "24"}, {"C", "5"}};
   options.mesh = "dp=2,tp=2";
-  auto s = mgc::Session::create(MGC_SOURCE_DIR "/samples/mlp.mg", options);
+  auto s =
+      mgc::Session::create(mgc::test::sourceDir() + "/samples/mlp.mg", options);
   REQUIRE(s);
   for (const mgc::TensorInfo &in : (*s)->inputs())
     REQUIRE((*s)->feed(in.name, mgc::Tensor::zeros(in.dtype, in.shape)));
@@ -651,7 +653,8 @@ TEST_CASE("session: communication per device on a mesh, and an error "
   CHECK((*s)->rank() == 0);
   CHECK((*s)->processCount() == 1);
   options.mesh.clear();
-  auto one = mgc::Session::create(MGC_SOURCE_DIR "/samples/mlp.mg", options);
+  auto one =
+      mgc::Session::create(mgc::test::sourceDir() + "/samples/mlp.mg", options);
   REQUIRE(one);
   auto none = (*one)->communication();
   CHECK_FALSE(none);
@@ -664,12 +667,14 @@ TEST_CASE("session: on a mesh each device initialises its own parts, equal "
   mgc::SessionOptions options;
   options.defines = {{"V", "64"}, {"T", "8"}, {"D", "16"},
                      {"H", "2"},  {"L", "1"}, {"B", "4"}};
-  auto one = mgc::Session::create(MGC_SOURCE_DIR "/samples/gpt.mg", options);
+  auto one =
+      mgc::Session::create(mgc::test::sourceDir() + "/samples/gpt.mg", options);
   REQUIRE(one);
   for (const char *mesh : {"dp=2,tp=2", "tp=3", "dp=2"}) {
     options.mesh = mesh;
     options.zero = std::string(mesh) == "dp=2" ? 2 : 0;
-    auto s = mgc::Session::create(MGC_SOURCE_DIR "/samples/gpt.mg", options);
+    auto s = mgc::Session::create(mgc::test::sourceDir() + "/samples/gpt.mg",
+                                  options);
     REQUIRE(s);
     for (const mgc::TensorInfo &p : (*one)->parameters()) {
       INFO(mesh << ": " << p.name);
@@ -703,7 +708,8 @@ TEST_CASE("session: a pipeline (pp in the mesh) reports how it ran, and "
   options.mesh = "pp=2,dp=2";
   options.accumulate = 2;
   options.schedule = "zb-h1";
-  auto s = mgc::Session::create(MGC_SOURCE_DIR "/samples/gpt.mg", options);
+  auto s =
+      mgc::Session::create(mgc::test::sourceDir() + "/samples/gpt.mg", options);
   REQUIRE(s);
   for (const mgc::TensorInfo &in : (*s)->inputs())
     REQUIRE((*s)->feed(in.name, mgc::Tensor::zeros(in.dtype, in.shape)));
@@ -723,13 +729,14 @@ TEST_CASE("session: a pipeline (pp in the mesh) reports how it ran, and "
   CHECK(report->bytesPerStep[1] == report->bytesPerStep[0]);
 
   options.mesh = "dp=2";
-  auto plain = mgc::Session::create(MGC_SOURCE_DIR "/samples/gpt.mg", options);
+  auto plain =
+      mgc::Session::create(mgc::test::sourceDir() + "/samples/gpt.mg", options);
   REQUIRE_FALSE(plain);
   CHECK(plain.status().message().find("are for a pipeline") !=
         std::string::npos);
   options.schedule.clear();
   auto noPipeline =
-      mgc::Session::create(MGC_SOURCE_DIR "/samples/gpt.mg", options);
+      mgc::Session::create(mgc::test::sourceDir() + "/samples/gpt.mg", options);
   REQUIRE(noPipeline);
   CHECK_FALSE((*noPipeline)->pipelineReport());
 }

@@ -2,6 +2,7 @@
 // batches, sessions that must open.
 #pragma once
 
+#include "SourcePath.h"
 #include "mgc/Session.h"
 
 #include <doctest/doctest.h>
@@ -17,7 +18,7 @@ namespace mgc::session_test {
 namespace fs = std::filesystem;
 
 inline std::string sample(const char *file) {
-  return std::string(MGC_SOURCE_DIR) + "/samples/" + file;
+  return mgc::test::sourceDir() + "/samples/" + file;
 }
 
 // A fresh folder for the files of one test.

@@ -5,6 +5,7 @@
 // beats equal layer counts on mixed devices, and what cannot fit is named
 // with the device and the amount.
 #include "passes/StageBalance.h"
+#include "SourcePath.h"
 #include "frontend/Frontend.h"
 
 #include <doctest/doctest.h>
@@ -40,7 +41,7 @@ ModelLayers layersOf(const std::vector<double> &flops) {
 }
 
 std::string sample(const char *file) {
-  return std::string(MGC_SOURCE_DIR) + "/samples/" + file;
+  return mgc::test::sourceDir() + "/samples/" + file;
 }
 
 } // namespace
