@@ -1,5 +1,7 @@
 #include "ir/Verifier.h"
 
+#include "ir/TargetModule.h"
+
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringSet.h"
 
@@ -36,6 +38,14 @@ LogicalResult verify(const Module &module, DiagnosticEngine &diag) {
   // Values that are defined at this point of the walk, with the index of
   // their op for messages (-1 for arguments).
   llvm::DenseMap<const Value *, int> defined;
+
+  if (const AttrValue *target = module.attrs().find(kTargetAttr)) {
+    auto *name = std::get_if<std::string>(target);
+    if (!name || !findTarget(*name))
+      diag.error("module attribute '" + std::string(kTargetAttr) +
+                 "' must name a backend (" + targetNames() + "), got " +
+                 formatAttrValue(*target));
+  }
 
   llvm::StringSet<> argNames;
   for (const auto &arg : g.arguments()) {

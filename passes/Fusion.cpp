@@ -13,6 +13,12 @@
 // are. An op of bf16 or f16 rounds its result as the unfused op would
 // (a cast instruction), so fusing never changes a result.
 //
+// A group stays within the limits of the module's target (ir/Target.h: the
+// CUDA backend's fused kernel takes at most 48 instructions and 8
+// operands): an operand's group that would take the merged group past them
+// is left as a group of its own. A chain of 150 scalar adds (a gradient
+// norm) thus becomes fused ops of at most 8 operands each.
+//
 // Before the grouping, matmuls take the bias add, GELU or GELU gradient
 // after them into a matmul_epilogue (passes/FusionEpilogue.cpp).
 #include "passes/FusionEpilogue.h"
@@ -20,6 +26,7 @@
 
 #include "ir/FusedExpr.h"
 #include "ir/Interpreter.h"
+#include "ir/TargetModule.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
@@ -70,7 +77,8 @@ bool sameCompute(const Value *a, const Value *b) {
 
 class Fuser {
 public:
-  explicit Fuser(ir::Graph &g) : g_(g), uses_(g.useCounts()) {}
+  Fuser(ir::Graph &g, const ir::TargetLimits &target)
+      : g_(g), target_(target), uses_(g.useCounts()) {}
 
   LogicalResult run(DiagnosticEngine &diag) {
     std::vector<Op *> order;
@@ -88,8 +96,11 @@ public:
         if (it == groupOf_.end() || uses_.lookup(v) != 1 ||
             !sameCompute(v, op->result()))
           continue;
-        for (Op *m : it->second)
-          members.push_back(m);
+        std::vector<Op *> merged = members;
+        merged.insert(merged.end(), it->second.begin(), it->second.end());
+        if (!fitsTarget(merged, op))
+          continue; // the operand's group stays a group of its own
+        members = std::move(merged);
         groupOf_.erase(it);
       }
       members.push_back(op);
@@ -113,14 +124,21 @@ public:
   }
 
 private:
-  LogicalResult fuse(Op *root, std::vector<Op *> members,
-                     DiagnosticEngine &diag) {
+  // A group's expression: its instructions, its operands in order, and the
+  // constants and broadcasts it reads through.
+  struct Built {
+    ir::FusedExpr expr;
+    std::vector<Value *> operands;
+    std::vector<Op *> absorbed;
+  };
+
+  // The expression of `members` (whose last op in graph order is `root`).
+  Built build(std::vector<Op *> members, const Op *root) {
     // Graph order, so that every member's operands come first.
     std::sort(members.begin(), members.end(), [&](Op *a, Op *b) {
       return position_[a].index < position_[b].index;
     });
-    ir::FusedExpr expr;
-    std::vector<Value *> operands;
+    Built out;
     llvm::DenseMap<const Value *, int64_t> operandIndex, resultIndex;
     auto argOf = [&](Value *v) -> ir::FusedArg {
       if (auto it = resultIndex.find(v); it != resultIndex.end())
@@ -129,37 +147,62 @@ private:
       if (def && def->kind() == ir::OpKind::Broadcast &&
           isFloat(def->operand(0)) &&
           def->operand(0)->type().dtype == v->type().dtype) {
-        absorbed_.insert(def);
+        out.absorbed.push_back(def);
         v = def->operand(0);
         def = v->definingOp();
       }
       if (def && def->kind() == ir::OpKind::Constant) {
-        absorbed_.insert(def);
+        out.absorbed.push_back(def);
         return {
             ir::FusedArg::Kind::Literal, 0,
             ir::roundToDType(def->attrs().getFloat("value"), v->type().dtype)};
       }
-      auto [it, inserted] = operandIndex.try_emplace(v, operands.size());
+      auto [it, inserted] = operandIndex.try_emplace(v, out.operands.size());
       if (inserted)
-        operands.push_back(v);
+        out.operands.push_back(v);
       return {ir::FusedArg::Kind::Operand, it->second, 0};
     };
     for (Op *m : members) {
       ir::FusedInstr in{*instructionOf(*m), {}};
       for (Value *v : m->operands())
         in.args.push_back(argOf(v));
-      expr.instrs.push_back(std::move(in));
-      int64_t index = static_cast<int64_t>(expr.instrs.size()) - 1;
+      out.expr.instrs.push_back(std::move(in));
+      int64_t index = static_cast<int64_t>(out.expr.instrs.size()) - 1;
       // The unfused op stores its result in its own type: round as it would.
       ir::DType dt = m->type().dtype;
       bool rounds = dt == ir::DType::BF16 || dt == ir::DType::F16;
       if (rounds && m != root && m->kind() != ir::OpKind::Cast) {
-        expr.instrs.push_back(
+        out.expr.instrs.push_back(
             {castTo(dt), {{ir::FusedArg::Kind::Result, index, 0}}});
         ++index;
       }
       resultIndex[m->result()] = index;
     }
+    return out;
+  }
+
+  // Whether `members` and then `root` make a fused op the target runs.
+  bool fitsTarget(std::vector<Op *> members, Op *root) {
+    if (!target_.maxFusedInstrs && !target_.maxFusedOperands)
+      return true;
+    members.push_back(root);
+    Built b = build(std::move(members), root);
+    return ir::withinLimit(static_cast<int64_t>(b.expr.instrs.size()),
+                           target_.maxFusedInstrs) &&
+           ir::withinLimit(static_cast<int64_t>(b.operands.size()),
+                           target_.maxFusedOperands);
+  }
+
+  LogicalResult fuse(Op *root, std::vector<Op *> members,
+                     DiagnosticEngine &diag) {
+    Built b = build(members, root);
+    // A group of constants alone (left over where the limits split a
+    // chain) has no operand to read: it stays as it is.
+    if (b.operands.empty())
+      return success();
+    absorbed_.insert(b.absorbed.begin(), b.absorbed.end());
+    const ir::FusedExpr &expr = b.expr;
+    const std::vector<Value *> &operands = b.operands;
     ir::Graph::OpIterator pos = position_[root].at;
     const ir::TensorType &t = root->type();
     Op *fused = g_.createOpBefore(
@@ -181,6 +224,7 @@ private:
   }
 
   ir::Graph &g_;
+  const ir::TargetLimits &target_;
   llvm::DenseMap<const Value *, unsigned> uses_;
   // Every op of the graph before fusion: its place in graph order and in
   // the list (list iterators stay valid as fused ops are inserted).
@@ -202,7 +246,7 @@ public:
   llvm::StringRef name() const override { return "fuse"; }
   LogicalResult run(ir::Module &module, DiagnosticEngine &diag) override {
     fuseMatmulEpilogues(module.graph());
-    return Fuser(module.graph()).run(diag);
+    return Fuser(module.graph(), ir::targetOf(module)).run(diag);
   }
 };
 

@@ -9,6 +9,7 @@
 #include "ir/AttentionShape.h"
 #include "ir/FusedExpr.h"
 #include "ir/Interpreter.h"
+#include "ir/TargetModule.h"
 #include "support/Random.h"
 
 #include "llvm/ADT/SmallVector.h"
@@ -533,44 +534,13 @@ CudaKernelFn cudaKernelFor(ir::OpKind kind) {
 }
 
 std::string cudaUnsupported(const ir::Op &op) {
+  if (std::string why = ir::exceedsTarget(op, ir::kCudaTarget); !why.empty())
+    return why;
   if (!cudaKernelFor(op.kind()))
     return "op '" + op.name().str() +
            "' is not supported on the CUDA backend yet";
-  if (op.kind() == ir::OpKind::Send || op.kind() == ir::OpKind::Recv)
-    return "op '" + op.name().str() +
-           "' (a pipeline's message) is not supported on the CUDA backend "
-           "yet: pipelines run on the CPU's simulated devices";
-  for (const ir::Value *v : op.operands())
-    if (v->type().rank() > kMaxRank)
-      return "op '" + op.name().str() + "' on a tensor of rank " +
-             std::to_string(v->type().rank()) +
-             " is not supported on the CUDA backend yet (at most " +
-             std::to_string(kMaxRank) + ")";
-  if (op.type().rank() > kMaxRank)
-    return "op '" + op.name().str() + "' with a result of rank " +
-           std::to_string(op.type().rank()) +
-           " is not supported on the CUDA backend yet";
-  if (op.kind() == OpKind::Fused) {
-    std::string error;
-    auto expr =
-        ir::FusedExpr::parse(op.attrs().getString("expr"),
-                             static_cast<int64_t>(op.operands().size()), error);
-    if (!expr || expr->instrs.size() > size_t(kMaxFusedInstrs) ||
-        op.operands().size() > size_t(kMaxFusedOperands))
-      return "a fused op of more than " + std::to_string(kMaxFusedInstrs) +
-             " instructions or " + std::to_string(kMaxFusedOperands) +
-             " operands is not supported on the CUDA backend yet";
-  }
   if (op.kind() == OpKind::Matmul && ir::isInteger(op.type().dtype))
     return "integer matmul is not supported on the CUDA backend yet";
-  if (op.kind() == OpKind::Attention || op.kind() == OpKind::AttentionGrad) {
-    const ir::TensorType &qt = op.operand(0)->type();
-    if (qt.shape.back() > kMaxAttentionDh)
-      return op.name().str() + " on heads of width " +
-             std::to_string(qt.shape.back()) +
-             " is not supported on the CUDA backend (at most " +
-             std::to_string(kMaxAttentionDh) + ")";
-  }
   return "";
 }
 

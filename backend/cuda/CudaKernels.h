@@ -46,10 +46,9 @@ struct CudaKernelArgs {
 
 using CudaKernelFn = LogicalResult (*)(const CudaKernelArgs &args);
 
-// Why the CUDA backend cannot run `op` ("" when it can): the
-// vocabulary-parallel ops of multi-device programs, integer
-// matmul, ranks above kMaxRank, attention on heads wider than
-// kMaxAttentionDh.
+// Why the CUDA backend cannot run `op` ("" when it can): an op without a
+// kernel, integer matmul, or anything beyond ir::kCudaTarget's limits
+// (ir::exceedsTarget). Needs no GPU: `mgc compile --backend cuda` runs it.
 std::string cudaUnsupported(const ir::Op &op);
 // The dispatch function of a supported op.
 CudaKernelFn cudaKernelFor(ir::OpKind kind);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "ir/AttentionDims.h"
+#include "ir/Target.h"
 #include "ir/WindowDims.h"
 
 #include <cuda_runtime_api.h>
@@ -112,7 +113,8 @@ cudaError_t launchDropout(const Launch &launch, Dt dt, const void *x, void *y,
                           uint64_t randomStream, uint64_t first = 0);
 
 // --- Shape ops and reductions (KernelsShape.cu).
-constexpr int kMaxRank = 8;
+// The limits of ir::kCudaTarget, which the compiler respects.
+constexpr int kMaxRank = ir::kCudaTarget.maxRank;
 struct Strided {
   int32_t rank = 0;
   int64_t shape[kMaxRank] = {};
@@ -122,8 +124,8 @@ struct Strided {
 // A `fused` op's expression (ir/FusedExpr.h) for the device: instructions in
 // the order of ir::FusedOp (CudaKernels.cpp checks it), operands read through
 // broadcast strides over the result's shape.
-constexpr int kMaxFusedInstrs = 48;
-constexpr int kMaxFusedOperands = 8;
+constexpr int kMaxFusedInstrs = ir::kCudaTarget.maxFusedInstrs;
+constexpr int kMaxFusedOperands = ir::kCudaTarget.maxFusedOperands;
 enum class FusedCode : uint8_t {
   Add,
   Sub,
@@ -260,7 +262,7 @@ cudaError_t launchMse(const Launch &launch, Dt dt, const void *a, const void *b,
 // registers). `d` (ir/AttentionDims.h, plain data) says which keys a query
 // sees, which key/value head it reads and where its mask entries are;
 // `mask` is null when d.masked is false.
-constexpr int64_t kMaxAttentionDh = 128;
+constexpr int64_t kMaxAttentionDh = ir::kCudaTarget.maxAttentionHeadDim;
 // q[heads, tq, dh], k, v[heads / group, tk, dh] -> out[heads, tq, dh].
 cudaError_t launchAttention(const Launch &launch, Dt dt,
                             const ir::AttentionDims &d, const void *q,

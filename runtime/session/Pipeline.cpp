@@ -4,6 +4,7 @@
 
 #include "backend/cpu/Kernels.h"
 #include "ir/Printer.h"
+#include "ir/TargetModule.h"
 #include "ir/TextParser.h"
 #include "passes/MixedPrecision.h"
 #include "passes/Optimizer.h"
@@ -142,14 +143,16 @@ LogicalResult applyPrecision(ir::Module &module, const std::string &precision,
 
 std::string modelHash(const ir::Module &module) {
   // The first line of the text form holds the module's name and attributes:
-  // rebuild it without train.* (and without the hash itself) so that the
-  // training settings do not change the model's identity.
+  // rebuild it without train.* (and without the hash itself and the
+  // target) so that the training settings and the backend do not change the
+  // model's identity.
   std::string text = ir::printModuleToString(module);
   size_t eol = text.find('\n');
   std::string body = eol == std::string::npos ? "" : text.substr(eol);
   std::string header = "module @" + module.name();
   for (const auto &[name, value] : module.attrs().entries())
-    if (!llvm::StringRef(name).startswith("train.") && name != kModelHashAttr)
+    if (!llvm::StringRef(name).startswith("train.") && name != kModelHashAttr &&
+        name != ir::kTargetAttr)
       header += " " + name + "=" + ir::formatAttrValue(value);
   return runtime::hashModelSource(header + body);
 }

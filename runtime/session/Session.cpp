@@ -6,6 +6,7 @@
 
 #include "frontend/Frontend.h"
 #include "ir/Interpreter.h"
+#include "ir/TargetModule.h"
 #include "passes/Optimizer.h"
 #include "runtime/session/Pipeline.h"
 #if MGC_HAVE_CUDA
@@ -375,6 +376,11 @@ Session::create(const std::string &path, const SessionOptions &options) {
                   session::applyTrainOverrides(*module, options.train, diag)) ||
               failed(session::applyPrecision(*module, options.precision, diag)))
             return c.status();
+          // Every program is compiled within the limits of the backend that
+          // runs it (passes/Fusion.cpp); without the attribute, the CPU's.
+          if (*onCuda)
+            module->attrs().set(ir::kTargetAttr,
+                                std::string(ir::kCudaTarget.name));
           if (!(impl->model = session::cloneModule(*module, diag)))
             return c.status();
           auto processes = session::jobProcesses(options, diag);

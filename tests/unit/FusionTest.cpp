@@ -9,6 +9,7 @@
 
 #include "frontend/Frontend.h"
 #include "ir/FusedExpr.h"
+#include "ir/TargetModule.h"
 #include "ir/TextParser.h"
 #include "passes/MixedPrecision.h"
 #include "passes/PassManager.h"
@@ -104,6 +105,68 @@ TEST_CASE("fusion: a fused training step equals the unfused one bit for bit") {
     CHECK(fused->graph().numOps() < plain->graph().numOps());
     checkBitIdentical(*plain, *fused, randomArguments(*plain, 3, 8, -1, 1));
   }
+}
+
+// The fused ops of `m` that `target` refuses (ir::exceedsTarget).
+std::vector<std::string> refusedBy(const ir::Module &m,
+                                   const ir::TargetLimits &target) {
+  std::vector<std::string> out;
+  for (const auto &op : m.graph().ops())
+    if (std::string why = ir::exceedsTarget(*op, target); !why.empty())
+      out.push_back(why);
+  return out;
+}
+
+TEST_CASE("fusion: a step fused for CUDA stays within its limits, with the "
+          "same bits") {
+  // GPT's gradient norm is one add chain over a sum per parameter (34 of
+  // them here): fused without limits it is one op of 34 operands, which
+  // the CUDA backend refuses.
+  DiagnosticEngine diag;
+  frontend::CompileOptions options;
+  options.defines = {{"V", "32"}, {"T", "8"}, {"D", "16"},
+                     {"H", "2"},  {"L", "4"}, {"B", "2"}};
+  auto m = frontend::compileModelFile(
+      mgc::test::sourceDir() + "/samples/gpt.mg", options, diag);
+  REQUIRE(m);
+  m->attrs().set("train.clip_grad_norm", 1.0);
+  const char *kStep = "autodiff,optimizer,canonicalize,cse,dce";
+  auto [plain, forCpu] = withAndWithoutFusion(cloneModule(*m), kStep);
+  std::vector<std::string> refused = refusedBy(*forCpu, ir::kCudaTarget);
+  REQUIRE(!refused.empty());
+  CHECK(refused.front().find("operands is not supported on the CUDA "
+                             "backend (at most 48 and 8)") !=
+        std::string::npos);
+
+  m->attrs().set(ir::kTargetAttr, std::string(ir::kCudaTarget.name));
+  auto [plain2, forCuda] = withAndWithoutFusion(std::move(m), kStep);
+  CHECK(refusedBy(*forCuda, ir::kCudaTarget).empty());
+  // Split into several fused ops, not left unfused.
+  CHECK(countOps(*forCuda, ir::OpKind::Fused) >
+        countOps(*forCpu, ir::OpKind::Fused));
+  checkBitIdentical(*plain2, *forCuda, randomArguments(*plain2, 3, 8, -1, 1));
+}
+
+TEST_CASE("fusion: the limits split a long chain into fused ops that fit") {
+  // y = x0 + x1 + ... + x19, then exp: one chain of 20 ops over 20 operands.
+  std::string text = "module @chain attributes {target = \"cuda\"} {\n";
+  for (int i = 0; i < 20; ++i)
+    text += "  input %x" + std::to_string(i) + " : f32[3]\n";
+  text += "  %0 = add(%x0, %x1) : f32[3]\n";
+  for (int i = 2; i < 20; ++i)
+    text += "  %" + std::to_string(i - 1) + " = add(%" + std::to_string(i - 2) +
+            ", %x" + std::to_string(i) + ") : f32[3]\n";
+  text += "  %19 = exp(%18) : f32[3]\n  output y = %19\n}\n";
+  DiagnosticEngine diag;
+  auto m = ir::parseModuleText("chain.mgir", text, diag);
+  REQUIRE(m);
+  auto [plain, fused] = withAndWithoutFusion(std::move(m), "dce");
+  CHECK(refusedBy(*fused, ir::kCudaTarget).empty());
+  // 20 operands, at most 8 per op, each op after the first also reading
+  // the one before: 3 fused ops, nothing left unfused.
+  CHECK(countOps(*fused, ir::OpKind::Fused) == 3);
+  CHECK(fused->graph().numOps() == 3);
+  checkBitIdentical(*plain, *fused, randomArguments(*plain, 5, 8, -1, 1));
 }
 
 TEST_CASE("fusion: bf16 chains round where the unfused ops round") {

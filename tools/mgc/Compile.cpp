@@ -7,11 +7,13 @@
 #include "backend/cpu/Kernels.h"
 #include "frontend/Frontend.h"
 #include "ir/Printer.h"
+#include "ir/TargetModule.h"
 #include "passes/MixedPrecision.h"
 
 #include "runtime/session/MeshStep.h"
 #include "runtime/session/Pipeline.h"
 #include "runtime/session/PipelinePlan.h"
+#include "runtime/session/TargetCheck.h"
 #include "llvm/Support/Format.h"
 
 #include "llvm/Support/raw_ostream.h"
@@ -24,7 +26,8 @@ const CommandSpec &compileSpec() {
     s.name = "compile";
     s.usage = "mgc compile MODEL.mg [-D NAME=VALUE]... [--emit=KIND] "
               "[--passes=PIPELINE] [-o FILE|-]\n"
-              "                            [--precision fp32|bf16]\n"
+              "                            [--precision fp32|bf16] "
+              "[--backend cpu|cuda]\n"
               "       mgc compile MODEL.mg --mesh AXES [--zero N] "
               "[--accumulate K] [--emit=plan|plan-json|dot|ir|device-ir]\n"
               "                            [--device K] [--microbatches M] "
@@ -53,6 +56,14 @@ const CommandSpec &compileSpec() {
          "the device whose program --emit=device-ir prints "
          "(default 0)"},
         {"--no-warnings", "", "do not print warnings"},
+        {"--backend",
+         "NAME",
+         "the backend the programs are compiled for: cpu (default) or cuda "
+         "(fused ops within the CUDA backend's limits, and every program "
+         "checked as the CUDA backend checks it before it runs; needs no "
+         "GPU)",
+         false,
+         {"cpu", "cuda"}},
         {"--precision",
          "P",
          "compute precision of the step and the forward program "
@@ -196,6 +207,11 @@ static int compileForMesh(const ir::Module &module, const MeshChoice &mesh,
   auto step = session::buildMeshStep(module, *config, diag);
   if (step.failed())
     return kUserError;
+  bool refused = false;
+  for (const backend::Executable *exe : session::allExecutables(*step))
+    refused |= failed(session::checkRunsOnTarget(*exe, diag));
+  if (refused)
+    return kUserError;
   ir::PrintOptions print;
   print.locations = args.has("--locations");
   if (step->pipeline)
@@ -317,18 +333,32 @@ int runCompile(llvm::ArrayRef<std::string> rawArgs) {
     return kUserError;
   if (failed(session::applyPrecision(*module, args->get("--precision"), diag)))
     return kUserError;
+  // The CPU's programs carry no target attribute (the default).
+  std::string target = args->get("--backend", ir::kCpuTarget.name);
+  if (target != ir::kCpuTarget.name)
+    module->attrs().set(ir::kTargetAttr, target);
   if (mesh->mesh)
     return compileForMesh(*module, *mesh, *args, diag);
   std::string out = args->get("-o", "-");
   bool exe = args->has("--emit") ? args->get("--emit", "ir") == "exe"
                                  : llvm::StringRef(out).endswith(".mgx");
   std::unique_ptr<backend::Executable> executable;
-  if (exe && !args->has("--passes")) {
-    // The program a session runs: the training step when the model has a
-    // loss (the same function builds it for the executor library).
-    auto exes = session::buildModelExecutables(std::move(module), diag);
-    if (exes.failed())
+  if (!args->has("--passes") && (exe || target != ir::kCpuTarget.name)) {
+    // The programs a session runs, the training step (when the model has a
+    // loss) and the forward program, built by the function the executor
+    // library uses and checked as the target's backend checks them. Only
+    // one is written (the step when there is one); with --emit=ir the
+    // build is the target's check, and the model's IR is printed.
+    auto built = session::cloneModule(*module, diag);
+    if (!built)
       return kUserError;
+    auto exes = session::buildModelExecutables(std::move(built), diag);
+    if (exes.failed() ||
+        (exes->step && failed(session::checkRunsOnTarget(*exes->step, diag))) ||
+        failed(session::checkRunsOnTarget(*exes->forward, diag)))
+      return kUserError;
+    if (!exe)
+      return emitModule(*module, *args, diag);
     executable = exes->step ? std::move(exes->step) : std::move(exes->forward);
   } else {
     // Without a pipeline, --precision bf16 shows what the precision does to
@@ -348,6 +378,9 @@ int runCompile(llvm::ArrayRef<std::string> rawArgs) {
     executable =
         backend::buildExecutable(std::move(module), backend::cpu::scratchBytes);
   }
+  if (args->has("--passes") &&
+      failed(session::checkRunsOnTarget(*executable, diag)))
+    return kUserError;
   if (out == "-") {
     llvm::outs() << backend::serializeExecutable(*executable);
     return kSuccess;
