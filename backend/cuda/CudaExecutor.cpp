@@ -64,6 +64,8 @@ struct CudaExecutor::State {
   std::vector<cudaEvent_t> waitBegin, waitEnd;
   size_t waits = 0;
   StreamTimes times;
+  // Bytes copied between host and device since the last run began.
+  TransferBytes transfers;
   // With CudaOptions::trace: timing events around each step's launch.
   std::vector<cudaEvent_t> opBegin, opEnd;
   std::vector<TraceEvent> trace;
@@ -330,6 +332,7 @@ struct CudaExecutor::State {
         continue;
       std::byte *host = staging + stagingOffsets[i];
       std::memcpy(host, inputs[i]->data(), inputs[i]->nbytes());
+      transfers.hostToDevice += inputs[i]->nbytes();
       if (failed(MGC_CUDA_CHECK(
               cudaMemcpyAsync(base + layout.argumentOffsets[set][i], host,
                               inputs[i]->nbytes(), cudaMemcpyHostToDevice,
@@ -356,6 +359,7 @@ const LaunchPlan &CudaExecutor::launchPlan() const { return s_->plan; }
 uint64_t CudaExecutor::deviceBytes() const { return s_->layout.total; }
 const std::string &CudaExecutor::deviceName() const { return s_->deviceName; }
 StreamTimes CudaExecutor::lastStreamTimes() const { return s_->times; }
+TransferBytes CudaExecutor::lastTransfers() const { return s_->transfers; }
 std::vector<TraceEvent> CudaExecutor::lastTrace() const { return s_->trace; }
 
 uint64_t CudaExecutor::requiredBytes(const Executable &exe,
@@ -593,6 +597,7 @@ FailureOr<runtime::Tensor> CudaExecutor::readArgument(const std::string &name,
   runtime::Tensor t(v->type());
   if (failed(MGC_CUDA_CHECK(cudaSetDevice(s.options.gpu), diag, nullptr)))
     return failure();
+  s.transfers.deviceToHost += t.nbytes();
   if (t.nbytes() &&
       (failed(MGC_CUDA_CHECK(
            cudaMemcpyAsync(t.data(), s.tensorOf(v, s.lastSet).data, t.nbytes(),
@@ -604,6 +609,15 @@ FailureOr<runtime::Tensor> CudaExecutor::readArgument(const std::string &name,
 }
 
 FailureOr<RunResult> CudaExecutor::run(const NamedTensors &arguments,
+                                       DiagnosticEngine &diag,
+                                       const RunControl &control) {
+  TensorRefs refs;
+  for (const auto &[name, tensor] : arguments)
+    refs.emplace(name, &tensor);
+  return run(refs, diag, control);
+}
+
+FailureOr<RunResult> CudaExecutor::run(const TensorRefs &arguments,
                                        DiagnosticEngine &diag,
                                        const RunControl &control) {
   State &s = *s_;
@@ -620,13 +634,13 @@ FailureOr<RunResult> CudaExecutor::run(const NamedTensors &arguments,
                  " '" + arg.name() + "'");
       continue;
     }
-    if (it->second.type() != arg.type()) {
+    if (it->second->type() != arg.type()) {
       diag.error("tensor '" + arg.name() + "' has type " +
-                 it->second.type().str() + " but the model expects " +
+                 it->second->type().str() + " but the model expects " +
                  arg.type().str());
       continue;
     }
-    bound[i] = &it->second;
+    bound[i] = it->second;
   }
   for (const auto &[name, tensor] : arguments)
     if (!s.exe.module->graph().findArgument(name))
@@ -652,11 +666,13 @@ FailureOr<RunResult> CudaExecutor::run(const NamedTensors &arguments,
     return failure();
   s.stagedSet = -1;
   s.lastSet = set;
+  s.transfers = {};
   for (size_t i = 0; i < bound.size(); ++i) {
     bool input = s.arguments[i]->kind() == ir::ValueKind::Input;
     if (!bound[i]->nbytes() || (input && control.staged) ||
         (control.resident && control.resident->count(s.arguments[i]->name())))
       continue;
+    s.transfers.hostToDevice += bound[i]->nbytes();
     if (failed(MGC_CUDA_CHECK(
             cudaMemcpyAsync(s.base + s.layout.argumentOffsets[set][i],
                             bound[i]->data(), bound[i]->nbytes(),
@@ -691,6 +707,7 @@ FailureOr<RunResult> CudaExecutor::run(const NamedTensors &arguments,
   auto copyOut = [&](const ir::Value *v, NamedTensors &into,
                      const std::string &name) {
     runtime::Tensor t(v->type());
+    s.transfers.deviceToHost += t.nbytes();
     if (t.nbytes() &&
         failed(MGC_CUDA_CHECK(cudaMemcpyAsync(t.data(), s.tensorOf(v, set).data,
                                               t.nbytes(),
@@ -721,6 +738,7 @@ FailureOr<RunResult> CudaExecutor::run(const NamedTensors &arguments,
       return failure();
   }
   DeviceError error{};
+  s.transfers.deviceToHost += sizeof(error);
   if (failed(
           MGC_CUDA_CHECK(cudaMemcpyAsync(&error, s.errorRecord(), sizeof(error),
                                          cudaMemcpyDeviceToHost, s.stream),

@@ -83,6 +83,11 @@ struct StreamTimes {
   double stepSeconds = 0, waitSeconds = 0;
 };
 
+// Bytes copied between the host and the device.
+struct TransferBytes {
+  uint64_t hostToDevice = 0, deviceToHost = 0;
+};
+
 class CudaExecutor {
 public:
   // Checks the executable and that the CUDA backend runs each of its ops,
@@ -102,6 +107,12 @@ public:
   FailureOr<RunResult> run(const NamedTensors &arguments,
                            DiagnosticEngine &diag,
                            const RunControl &control = {});
+  // The same with the tensors held elsewhere (they must outlive the call):
+  // a session passes its parameters and state without copying them, and
+  // with RunControl::resident they are not even read.
+  using TensorRefs = cpu::CpuExecutor::TensorRefs;
+  FailureOr<RunResult> run(const TensorRefs &arguments, DiagnosticEngine &diag,
+                           const RunControl &control = {});
   // The value now in the device buffer of argument `name` (after runs that
   // kept their updates on the device).
   FailureOr<runtime::Tensor> readArgument(const std::string &name,
@@ -118,6 +129,11 @@ public:
   uint64_t deviceBytes() const;
   const std::string &deviceName() const;
   StreamTimes lastStreamTimes() const;
+  // What the last run copied in (its inputs; after a change on the host, the
+  // parameters and state; the next run's inputs handed over) and out (its
+  // outputs, updates not kept on the device, the error record), and what
+  // readArgument has read since.
+  TransferBytes lastTransfers() const;
   // With CudaOptions::trace: every launch of the last step on its stream,
   // in microseconds from the step's first event on the compute stream.
   std::vector<TraceEvent> lastTrace() const;

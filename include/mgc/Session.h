@@ -227,6 +227,13 @@ struct StepResult {
   // first op whose result held a NaN or an infinity, with its source line
   // and (on a mesh) its device, and whether its operands were finite.
   std::string nonFiniteOrigin;
+  // Bytes the step copied from the host to the device and back, where the
+  // session measures them: 0 and 0 on the CPU (the host is the device);
+  // on one CUDA device, the batch in and the scalars and step counter out
+  // once the parameters and state are on the device. Not measured on a
+  // mesh yet (transfersMeasured is false).
+  bool transfersMeasured = false;
+  uint64_t hostToDeviceBytes = 0, deviceToHostBytes = 0;
 };
 
 // Incremental decoding of a language model (Session::startDecoding,

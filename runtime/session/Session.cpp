@@ -74,8 +74,8 @@ const ir::Value *session::findArgument(const Session::Impl &impl,
 
 namespace {
 
-// Copies of the tensors `refs` points at (for an executor that takes
-// tensors by value).
+// Copies of the tensors `refs` points at, for the mesh runner, which takes
+// a step's inputs by value (its devices keep their parameters and state).
 backend::cpu::NamedTensors
 copiesOf(const backend::cpu::CpuExecutor::TensorRefs &refs) {
   backend::cpu::NamedTensors out;
@@ -94,9 +94,6 @@ session::runProgram(Session::Impl &impl, bool step,
   if (nextStaged)
     *nextStaged = false;
 #if MGC_HAVE_CUDA
-  backend::cpu::NamedTensors arguments;
-  if (impl.cudaStep || impl.cudaForward)
-    arguments = copiesOf(refs);
   if (step && impl.cudaStep) {
     // Parameters and state stay on the device: only the inputs (and, after
     // a change on the host, everything) are copied in.
@@ -112,7 +109,7 @@ session::runProgram(Session::Impl &impl, bool step,
     control.staged = impl.fedStaged;
     control.next = handOver ? next : nullptr;
     impl.fedStaged = false;
-    auto result = impl.cudaStep->run(arguments, diag, control);
+    auto result = impl.cudaStep->run(refs, diag, control);
     if (result.failed())
       return failure();
     if (nextStaged)
@@ -130,7 +127,7 @@ session::runProgram(Session::Impl &impl, bool step,
   if (!step && impl.cudaForward) {
     if (failed(session::syncHost(impl, diag)))
       return failure();
-    return impl.cudaForward->run(arguments, diag);
+    return impl.cudaForward->run(refs, diag);
   }
 #endif
   if (!step && !impl.forwardRunner) {
@@ -606,6 +603,16 @@ Result<StepResult> Session::step() {
       impl_->persistent.insert_or_assign(name, std::move(t));
     StepResult result;
     result.step = session::stepCount(*impl_);
+    if (!mesh) {
+      result.transfersMeasured = true;
+#if MGC_HAVE_CUDA
+      if (impl_->cudaStep) {
+        backend::cuda::TransferBytes moved = impl_->cudaStep->lastTransfers();
+        result.hostToDeviceBytes = moved.hostToDevice;
+        result.deviceToHostBytes = moved.deviceToHost;
+      }
+#endif
+    }
     const ir::Output *loss = impl_->main->graph().lossOutput();
     for (const auto &[name, t] : run->outputs) {
       if (t.numel() != 1 || !t.shape().empty())

@@ -426,6 +426,7 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
   runtime::Batch batch, nextBatch;
   bool haveNext = false;
   int64_t skippedSteps = 0;
+  std::optional<StepResult> lastTransfers; // the last step with them measured
   while (s.stepCount() < steps) {
     std::optional<bool> stop = stopNow();
     if (!stop)
@@ -517,6 +518,11 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
     record.stepSeconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count();
+    record.transfersMeasured = result->transfersMeasured;
+    record.hostToDeviceBytes = result->hostToDeviceBytes;
+    record.deviceToHostBytes = result->deviceToHostBytes;
+    if (result->transfersMeasured)
+      lastTransfers = *result;
     progress.record(record);
     if (validation && validation->due(result->step, steps)) {
       auto evalStart = std::chrono::steady_clock::now();
@@ -541,6 +547,13 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
     }
   }
   progress.finish(gInterrupted ? "interrupted" : "done");
+  // What the last step moved between host and device, where measured on a
+  // device that is not the host.
+  if (lastTransfers && s.backendName() != "cpu")
+    out << "host to device per step: "
+        << backend::formatBytes(lastTransfers->hostToDeviceBytes) << " in, "
+        << backend::formatBytes(lastTransfers->deviceToHostBytes)
+        << " out (the last step)\n";
   if (skippedSteps)
     out << "skipped " << skippedSteps << " of the steps (their loss or "
         << "gradient norm was not finite; --on-nonfinite skip)\n";

@@ -125,6 +125,10 @@ void ProgressReporter::record(const StepRecord &r) {
       o["skipped"] = true;
     o["time"] = elapsed_;
     o["step_time"] = r.stepSeconds;
+    if (r.transfersMeasured) {
+      o["h2d_bytes"] = static_cast<int64_t>(r.hostToDeviceBytes);
+      o["d2h_bytes"] = static_cast<int64_t>(r.deviceToHostBytes);
+    }
     double perSecond = r.stepSeconds > 0 ? perStep_ / r.stepSeconds : 0;
     o[units_ == "tok" ? "tokens_per_s" : "samples_per_s"] =
         jsonNumber(perSecond);

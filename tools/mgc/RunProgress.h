@@ -22,6 +22,10 @@ struct StepRecord {
   std::map<std::string, double> metrics; // lr, grad_norm, ...
   double stepSeconds = 0;                // this step alone
   bool skipped = false; // not finite, its update undone (--on-nonfinite)
+  // Bytes this step copied host to device and back (StepResult), when the
+  // session measures them.
+  bool transfersMeasured = false;
+  uint64_t hostToDeviceBytes = 0, deviceToHostBytes = 0;
 };
 
 class ProgressReporter {
