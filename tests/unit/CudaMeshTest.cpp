@@ -80,7 +80,9 @@ void sameOnBoth(const char *meshText, const std::vector<Bytes> &inputs,
   std::vector<Bytes> hostIn = inputs;
   for (int r = 0; r < rounds; ++r) {
     std::vector<std::string> errors(n);
-    std::vector<bool> ok(n);
+    // One byte each: a std::vector<bool> packs them into shared words, and
+    // the device threads write them at once.
+    std::vector<char> ok(n);
     for (int64_t d = 0; d < n; ++d)
       want[d].assign(outBytes[d], std::byte{0});
     onDeviceThreads(n, [&](int64_t d) {
@@ -122,7 +124,9 @@ void sameOnBoth(const char *meshText, const std::vector<Bytes> &inputs,
   }
   for (int r = 0; r < rounds; ++r) {
     std::vector<std::string> errors(n);
-    std::vector<bool> ok(n);
+    // One byte each: a std::vector<bool> packs them into shared words, and
+    // the device threads write them at once.
+    std::vector<char> ok(n);
     onDeviceThreads(n, [&](int64_t d) {
       ok[d] = cudaSetDevice(comms.gpuPerDevice ? static_cast<int>(d) : 0) ==
                   cudaSuccess &&
