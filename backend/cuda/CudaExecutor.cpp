@@ -719,7 +719,8 @@ FailureOr<RunResult> CudaExecutor::run(const TensorRefs &arguments,
   };
   const ir::Graph &graph = s.exe.module->graph();
   for (const ir::Output &o : graph.outputs())
-    if (!copyOut(o.value, result.outputs, o.name))
+    if ((!control.scalarOutputsOnly || o.value->type().size() == 1) &&
+        !copyOut(o.value, result.outputs, o.name))
       return failure();
   for (const ir::Update &u : graph.updates()) {
     if (!control.updatesStayOnDevice) {

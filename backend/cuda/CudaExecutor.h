@@ -45,6 +45,10 @@ struct RunControl {
   // This run's inputs are the `next` of the previous run, already on their
   // way: not copied again (they must still be given, for the checks).
   bool staged = false;
+  // Copy back only the outputs of one element (the loss, the learning rate,
+  // the gradient norm): a training session reads nothing else of a step,
+  // and a language model's logits output is gigabytes.
+  bool scalarOutputsOnly = false;
 };
 
 struct CudaOptions {

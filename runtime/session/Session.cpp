@@ -102,6 +102,8 @@ session::runProgram(Session::Impl &impl, bool step,
       for (const auto &[name, tensor] : impl.persistent)
         resident.insert(name);
     backend::cuda::RunControl control{&resident, true};
+    // Session::step reads the scalar outputs only.
+    control.scalarOutputsOnly = true;
     // The inputs copied in during the last step, and the next ones handed
     // over now, when the executor double-buffers its inputs (a CUDA Graph).
     bool handOver = impl.cudaStep->acceptsNextInputs() && next &&

@@ -73,6 +73,24 @@ void trainBoth(const char *model, std::map<std::string, std::string> defines,
     REQUIRE(b);
     INFO("step " << step + 1);
     CHECK(b->step == a->step);
+    // Parameters and state stay on the device after the first step: the
+    // batch goes in, the scalars, the step counter and the error record
+    // come out (no logits, no parameters).
+    REQUIRE(b->transfersMeasured);
+    if (step > 0) {
+      uint64_t batchBytes = 0;
+      for (const TensorInfo &info : gpu.inputs()) {
+        uint64_t n = 1;
+        for (int64_t d : info.shape)
+          n *= static_cast<uint64_t>(d);
+        batchBytes += n * 4; // every input here is f32 or i32
+      }
+      CHECK(b->hostToDeviceBytes == batchBytes);
+      CHECK(b->deviceToHostBytes > 0);
+      CHECK(b->deviceToHostBytes <= 256);
+    }
+    CHECK(a->transfersMeasured);
+    CHECK(a->hostToDeviceBytes == 0);
     CHECK(std::fabs(b->loss - a->loss) <=
           1e-5 * std::max(1.0, std::fabs(a->loss)));
   }

@@ -3,7 +3,8 @@
 
   check_log.py fields LOG FIRST LAST UNITS
       every line is a JSON object with step, loss, lr, grad_norm, time,
-      step_time and UNITS_per_s; steps run FIRST..LAST in order.
+      step_time and UNITS_per_s, and h2d_bytes and d2h_bytes of 0 (the
+      CPU backend: the host is the device); steps run FIRST..LAST in order.
   check_log.py same LOG_A LOG_B FIRST LAST
       the lines for steps FIRST..LAST agree exactly in step, loss, lr and
       grad_norm (timings differ from run to run).
@@ -37,6 +38,9 @@ def main():
             for key in ("loss", "lr", "grad_norm", "time", "step_time", units + "_per_s"):
                 if not isinstance(r.get(key), (int, float)) or not math.isfinite(r[key]):
                     fail("step %d: bad %s: %r" % (r["step"], key, r.get(key)))
+            for key in ("h2d_bytes", "d2h_bytes"):
+                if r.get(key) != 0:
+                    fail("step %d: %s is %r, expected 0" % (r["step"], key, r.get(key)))
         print("OK %d lines" % len(rows))
     elif mode == "same":
         a, b = load(sys.argv[2]), load(sys.argv[3])
