@@ -108,6 +108,25 @@ public:
   virtual const ir::Mesh &mesh() const = 0;
   // The devices this process runs, in increasing order.
   virtual llvm::ArrayRef<int64_t> localDevices() const = 0;
+  // Asks the devices to keep their parameters and state between runs, as
+  // CUDA's do in device memory; false where they cannot (the CPU's hold
+  // them in the tensors a run lends, UpdateTargets). From then on a run
+  // copies a device's persistent arguments in only on its first run and
+  // after stateChanged(), keeps their updates on the device (run() returns
+  // none), and returns only the outputs of one element; the tensors given
+  // for them are checked but not read. readState() fetches a value.
+  virtual bool keepState() { return false; }
+  // The host's tensors of the state changed (a load): the next run copies
+  // them in.
+  virtual void stateChanged() {}
+  // Local device k's value of persistent argument `name` now.
+  virtual FailureOr<runtime::Tensor>
+  readState(size_t k, const std::string &name, DiagnosticEngine &diag) {
+    diag.error("the devices of this mesh do not keep their state (" + name +
+               " of local device " + std::to_string(k) + ")");
+    return failure();
+  }
+
   // Where the last run's values first stopped being finite, on the lowest
   // device that made a value that is not finite rather than received one:
   // only for devices asked to look for it, as CPU

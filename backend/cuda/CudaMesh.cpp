@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <mutex>
+#include <set>
 #include <system_error>
 #include <thread>
 
@@ -30,6 +31,11 @@ struct CudaMesh::Impl {
   bool tracing = false, originSet = false;
   std::chrono::steady_clock::time_point origin;
   std::vector<TraceEvent> events;
+  // keepState(): each executor's persistent arguments, and whether its
+  // device buffers hold their current values (after a run).
+  bool keep = false;
+  std::vector<std::set<std::string>> persistent;
+  std::vector<bool> current;
 };
 
 CudaMesh::CudaMesh(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -121,7 +127,13 @@ CudaMesh::run(const std::vector<NamedTensors> &arguments,
       if (severity == Severity::Error && !errors[k].set)
         errors[k] = {loc, text, true};
     });
-    results[k] = im.executors[k]->run(arguments[k], own);
+    RunControl control;
+    if (im.keep) {
+      control.resident = im.current[k] ? &im.persistent[k] : nullptr;
+      control.updatesStayOnDevice = true;
+      control.scalarOutputsOnly = true;
+    }
+    results[k] = im.executors[k]->run(arguments[k], own, control);
     if (!results[k].failed())
       return;
     std::lock_guard<std::mutex> lock(firstMutex);
@@ -174,7 +186,38 @@ CudaMesh::run(const std::vector<NamedTensors> &arguments,
   std::vector<RunResult> out;
   for (auto &r : results)
     out.push_back(std::move(*r));
+  if (im.keep)
+    im.current.assign(n, true);
   return out;
+}
+
+bool CudaMesh::keepState() {
+  Impl &im = *impl_;
+  im.keep = true;
+  im.current.assign(im.executors.size(), false);
+  im.persistent.assign(im.executors.size(), {});
+  for (size_t k = 0; k < im.executors.size(); ++k)
+    for (const auto &arg :
+         im.executors[k]->executable().module->graph().arguments())
+      if (arg->isPersistent())
+        im.persistent[k].insert(arg->name());
+  return true;
+}
+
+void CudaMesh::stateChanged() {
+  impl_->current.assign(impl_->executors.size(), false);
+}
+
+FailureOr<runtime::Tensor>
+CudaMesh::readState(size_t k, const std::string &name, DiagnosticEngine &diag) {
+  Impl &im = *impl_;
+  if (k >= im.executors.size() || !im.keep || !im.current[k] ||
+      !im.persistent[k].count(name)) {
+    diag.error("local device " + std::to_string(k) + " holds no current '" +
+               name + "'");
+    return failure();
+  }
+  return im.executors[k]->readArgument(name, diag);
 }
 
 const std::vector<QueueTimes> &CudaMesh::lastTimes() const {

@@ -7,7 +7,9 @@
 // device of the mesh is simulated on one GPU of this process
 // (CudaLocalMesh), or, with a GPU per device, each runs on its own GPU and
 // they talk over NCCL (NcclMesh). Each step copies every device's
-// arguments in and its results out.
+// arguments in and its results out, unless the mesh keeps the state
+// (keepState(): the parameters and optimizer state stay in each executor's
+// device memory, and only the inputs go in and the scalars come out).
 #pragma once
 
 #include "backend/Communicator.h"
@@ -60,6 +62,10 @@ public:
   void setTraceOrigin(std::chrono::steady_clock::time_point origin) override;
   const ir::Mesh &mesh() const override;
   llvm::ArrayRef<int64_t> localDevices() const override;
+  bool keepState() override;
+  void stateChanged() override;
+  FailureOr<runtime::Tensor> readState(size_t k, const std::string &name,
+                                       DiagnosticEngine &diag) override;
 
 private:
   struct Impl;

@@ -80,8 +80,13 @@ std::unique_ptr<MeshRunner> MeshRunner::create(MeshStep step,
   r->resident_.resize(r->local_.size());
   for (int64_t d : r->local_)
     r->times_.push_back({d, 0, 0});
-  if (s.accumulate <= 1)
+  // One executor holds everything a device keeps: its devices may keep it
+  // (the micro-batch executors of accumulation read the parameters from
+  // the host's parts, so those stay current there).
+  if (s.accumulate <= 1) {
+    r->stateOnDevices_ = r->executor_->keepState();
     return r;
+  }
   // Micro-batches whose devices run the same programs share an executor.
   std::map<std::vector<size_t>, size_t> byPrograms;
   int64_t n = s.mesh.numDevices();
@@ -219,6 +224,7 @@ LogicalResult MeshRunner::initialize(uint64_t seed, DiagnosticEngine &diag) {
                 type.shape));
         }
         resident_[k].insert_or_assign(arg.name(), std::move(part));
+        stateChangedOnHost();
         return success();
       });
 }
@@ -235,8 +241,29 @@ LogicalResult MeshRunner::load(const NamedTensors &whole,
         resident_[k].insert_or_assign(
             arg.name(),
             runtime::shardTensor(it->second, arg.sharding(), step_.mesh, d));
+        stateChangedOnHost();
         return success();
       });
+}
+
+void MeshRunner::stateChangedOnHost() {
+  hostStale_ = false;
+  if (stateOnDevices_)
+    executor_->stateChanged();
+}
+
+LogicalResult MeshRunner::syncState(DiagnosticEngine &diag) {
+  if (!hostStale_)
+    return success();
+  for (size_t k = 0; k < resident_.size(); ++k)
+    for (auto &[name, t] : resident_[k]) {
+      auto value = executor_->readState(k, name, diag);
+      if (value.failed())
+        return failure();
+      t = std::move(*value);
+    }
+  hostStale_ = false;
+  return success();
 }
 
 LogicalResult
@@ -468,12 +495,19 @@ FailureOr<RunResult> MeshRunner::run(const NamedTensors &inputs,
   ++steps_;
   // The step counter is read after every step; it is the same on every
   // device that holds it.
-  for (const NamedTensors &held : resident_) {
-    auto counter = held.find(passes::kStepStateName);
-    if (counter != held.end()) {
+  for (size_t k = 0; k < resident_.size(); ++k) {
+    auto counter = resident_[k].find(passes::kStepStateName);
+    if (counter == resident_[k].end())
+      continue;
+    if (!hostStale_) {
       out.updates.emplace(passes::kStepStateName, counter->second);
       break;
     }
+    auto value = executor_->readState(k, passes::kStepStateName, diag);
+    if (value.failed())
+      return failure();
+    out.updates.emplace(passes::kStepStateName, std::move(*value));
+    break;
   }
   return out;
 }
@@ -535,6 +569,7 @@ LogicalResult MeshRunner::runWhole(const NamedTensors &inputs,
       resident_[k].insert_or_assign(name, std::move(t));
     pieces[local_[k]] = std::move((*ran)[k].outputs);
   }
+  hostStale_ = stateOnDevices_;
   return joinOutputs(s.logicalOf(s.step), s.step.programs, pieces, out.outputs,
                      diag);
 }
@@ -716,6 +751,8 @@ std::vector<runtime::TensorSlab> MeshRunner::localSlabs() const {
 }
 
 FailureOr<NamedTensors> MeshRunner::gather(DiagnosticEngine &diag) {
+  if (failed(syncState(diag)))
+    return failure();
   const MeshStep &s = step_;
   // Placements from device 0's program, logical types from the step.
   const ir::Graph &placed = s.step.programs.programFor(0).graph();

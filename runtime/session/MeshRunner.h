@@ -92,6 +92,12 @@ public:
   FailureOr<std::vector<DeviceCommunication>>
   communication(DiagnosticEngine &diag);
 
+  // Where the devices keep the parameters and state themselves (CUDA's,
+  // on a mesh without accumulation or pipeline: DeviceMesh::keepState),
+  // fetches their current values into the host's parts, which a step
+  // leaves stale. gather() does it itself; call it before localSlabs().
+  LogicalResult syncState(DiagnosticEngine &diag);
+
   // The parts of the parameters and state this process's devices hold,
   // each once (the device at coordinate 0 of an axis the part is
   // replicated on gives it), with where they start: what one rank writes
@@ -128,6 +134,9 @@ private:
   // With a pipeline: the pipeline runner and each local pipeline device's
   // apply programs.
   LogicalResult createPipeline(DiagnosticEngine &diag);
+  // The host's parts of the parameters and state were set (initialised or
+  // loaded): the devices that keep the state take them at the next step.
+  void stateChangedOnHost();
 
   // Local device k's device of step().mesh, on which its parts are placed
   // (with a pipeline: its device of its pipeline device's stage mesh).
@@ -237,6 +246,9 @@ private:
   std::optional<backend::NonFiniteOrigin> nonFinite_;
   std::chrono::steady_clock::time_point origin_;
   bool traceStarted_ = false;
+  // The devices keep the parameters and state (DeviceMesh::keepState), and
+  // whether resident_ lags behind them.
+  bool stateOnDevices_ = false, hostStale_ = false;
 };
 
 } // namespace mgc::session

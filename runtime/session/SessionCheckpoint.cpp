@@ -42,6 +42,9 @@ Status saveSharded(const Session::Impl &impl, const std::string &path) {
   runtime::CheckpointInfo info = infoOf(impl);
   std::map<std::string, ir::TensorType> types =
       impl.meshRunner->persistentTypes();
+  DiagnosticCollector c;
+  if (failed(impl.meshRunner->syncState(c.diag())))
+    return c.status();
   std::vector<runtime::TensorSlab> slabs = impl.meshRunner->localSlabs();
   std::string file = runtime::shardPath(path, rank, size);
   std::string mine;
