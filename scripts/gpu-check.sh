@@ -138,6 +138,18 @@ judged_row() {
     row "$name" "SHORT: $value (limit $limit)"
   fi
 }
+# The doctest summary of a unit-test log as a row: SHORT unless every test
+# case ran and passed.
+unit_row() {
+  local cases
+  cases=$(grep -E '^\[doctest\] test cases' "$2" | tail -n 1 | sed 's/\[doctest\] //')
+  if [[ $cases =~ \|\ +0\ failed ]]; then
+    row "$1" "$cases"
+  else
+    shortfalls=$((shortfalls + 1))
+    row "$1" "SHORT: ${cases:-no summary (crashed or timed out)}"
+  fi
+}
 # Largest relative loss difference allowed, CUDA against the CPU: fp32
 # steps add in the same order (bit for bit so far), bf16 rounds in other
 # places (cuBLASLt's accumulation order).
@@ -175,15 +187,19 @@ run_checks() {
   log "NCCL: ${MGC_NCCL_LIBRARY:-libnccl.so.2 from the library path}"
 
   log "== 1. every CUDA kernel against the CPU (mgc_unit_tests -tc='cuda*')"
-  timeout 300 "$bundle/mgc_unit_tests" -tc='cuda*' 2>&1 | tail -n 25 | tee -a "$report"
-  row "kernels: CUDA vs CPU (unit tests)" \
-    "$(grep -E '^\[doctest\] assertions' "$report" | tail -n 1 | sed 's/\[doctest\] //')"
+  local ops="cuda: every op of the samples*"
+  timeout 300 "$bundle/mgc_unit_tests" -tc='cuda*' -tce="$ops" > "$work/unit.txt" 2>&1
+  tail -n 25 "$work/unit.txt" | tee -a "$report"
+  unit_row "kernels: CUDA vs CPU (unit tests)" "$work/unit.txt"
+  log "== 1a. every op of every sample's training step, alone, CUDA against the CPU"
+  timeout 200 "$bundle/mgc_unit_tests" -tc="$ops" > "$work/unit.txt" 2>&1
+  grep -E 'first op|^\[doctest\] test cases' "$work/unit.txt" | tee -a "$report"
+  unit_row "every op of the samples' steps (unit test)" "$work/unit.txt"
 
   log "== 1b. the NCCL communicator (one rank; across GPUs where there are several)"
   timeout 120 "$bundle/mgc_unit_tests" -tc='cuda: the NCCL*' -s 2>&1 | tail -n 12 > "$work/nccl.txt"
   tee -a "$report" < "$work/nccl.txt"
-  row "NCCL communicator vs CPU (unit tests)" \
-    "$(grep -E '^\[doctest\] (assertions|test cases)' "$work/nccl.txt" | sed 's/\[doctest\] //' | tr '\n' ' ')"
+  unit_row "NCCL communicator vs CPU (unit tests)" "$work/nccl.txt"
 
   log "== 2. training steps of every sample, CUDA against the CPU"
   local args
@@ -214,8 +230,9 @@ run_checks() {
 
   log "== 2b. meshes simulated on the GPU against the same mesh on the CPU"
   local mlp=(samples/mlp.mg -D B=16 -D D=12 -D H=24 -D C=5 --steps 3)
-  local gpt=(samples/gpt.mg -D V=256 -D T=16 -D D=32 -D H=2 -D L=2 -D B=4
-    --text samples/data/rhymes.txt --steps 3)
+  local gptModel=(samples/gpt.mg -D V=256 -D T=16 -D D=32 -D H=2 -D L=2 -D B=4
+    --text samples/data/rhymes.txt)
+  local gpt=("${gptModel[@]}" --steps 3)
   local -a meshes=(
     "mlp|--devices 2" "mlp|--mesh tp=2" "mlp|--mesh dp=2,tp=2"
     "mlp|--devices 4 --zero 1" "mlp|--devices 2 --zero 2"
@@ -238,6 +255,33 @@ run_checks() {
       "$(loss_diff "$work/mesh-cpu.json" "$work/mesh-cuda.json" 2>/dev/null || echo failed)" \
       $kFp32Limit
     rm -f "$work/mesh-cpu.json" "$work/mesh-cuda.json"
+  done
+
+  log "== 2c. checkpoints between the backends (saved at step 2, resumed to 4)"
+  # The losses of steps 3 and 4 of a resumed run against the CPU's run of
+  # four steps without a break.
+  local -a moves=("cuda|cpu|" "cpu|cuda|" "cuda|cpu|--mesh dp=2,tp=2" "cpu|cuda|--mesh dp=2,tp=2")
+  local move from to
+  for move in "${moves[@]}"; do
+    IFS='|' read -r from to flags <<<"$move"
+    # shellcheck disable=SC2086
+    timeout 120 "$mgc" run "${gptModel[@]}" $flags --steps 4 --backend cpu \
+      --log-json "$work/whole.json" > "$work/out.txt" 2>&1 &&
+      timeout 120 "$mgc" run "${gptModel[@]}" $flags --steps 2 --backend "$from" \
+        --save "$work/ck.safetensors" > "$work/out.txt" 2>&1 &&
+      timeout 120 "$mgc" run "${gptModel[@]}" $flags --steps 4 --backend "$to" \
+        --resume "$work/ck.safetensors" --log-json "$work/resumed.json" > "$work/out.txt" 2>&1 ||
+      tail -n 3 "$work/out.txt" | tee -a "$report"
+    judged_row "checkpoint $from -> $to ${flags:-one device}: loss difference" \
+      "$(python3 - "$work/whole.json" "$work/resumed.json" <<'EOF2' 2>/dev/null || echo failed
+import json, sys
+whole = {r["step"]: r["loss"] for r in map(json.loads, filter(str.strip, open(sys.argv[1])))}
+resumed = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
+assert [r["step"] for r in resumed] == [3, 4]
+print("%.2e" % max(abs(r["loss"] - whole[r["step"]]) / abs(whole[r["step"]]) for r in resumed))
+EOF2
+)" $kFp32Limit
+    rm -f "$work/whole.json" "$work/resumed.json" "$work/ck.safetensors"*
   done
 
   # With several GPUs: a GPU per device over NCCL, against the CPU.
