@@ -37,6 +37,17 @@ struct RunResult {
   NamedTensors updates;
 };
 
+// Bytes copied between the host and a device.
+struct TransferBytes {
+  uint64_t hostToDevice = 0, deviceToHost = 0;
+
+  TransferBytes &operator+=(const TransferBytes &o) {
+    hostToDevice += o.hostToDevice;
+    deviceToHost += o.deviceToHost;
+    return *this;
+  }
+};
+
 // One op's span on one device's queue, in microseconds since the run began.
 struct TraceEvent {
   int64_t device = 0;
@@ -96,6 +107,12 @@ public:
 
   // This process's devices' times of the last run (localDevices() order).
   virtual const std::vector<QueueTimes> &lastTimes() const = 0;
+  // What this process's devices copied from the host and back in the last
+  // run and the readState() calls since, summed; nullopt where it is not
+  // measured. The CPU's simulated devices work in host memory: nothing.
+  virtual std::optional<TransferBytes> lastTransfers() const {
+    return std::nullopt;
+  }
 
   // Events of the runs since the last clearTrace(), when tracing.
   virtual const std::vector<TraceEvent> &trace() const = 0;

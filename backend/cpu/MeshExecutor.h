@@ -64,6 +64,10 @@ public:
       llvm::StringRef context = "",
       const std::vector<UpdateTargets> *updateInto = nullptr) override;
   const std::vector<QueueTimes> &lastTimes() const override;
+  // The devices work in host memory: nothing is copied.
+  std::optional<TransferBytes> lastTransfers() const override {
+    return TransferBytes{};
+  }
   const std::vector<TraceEvent> &trace() const override;
   void clearTrace() override;
   void setTraceOrigin(std::chrono::steady_clock::time_point origin) override;

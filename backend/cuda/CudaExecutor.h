@@ -26,6 +26,7 @@ namespace mgc::backend::cuda {
 
 using backend::NamedTensors;
 using backend::RunResult;
+using backend::TransferBytes;
 
 // How one run treats the argument buffers, for a caller (a session) that
 // keeps parameters and optimizer state on the device between steps.
@@ -85,11 +86,6 @@ struct CudaOptions {
 // communication). Measured with a communicator (CudaOptions::comm) only.
 struct StreamTimes {
   double stepSeconds = 0, waitSeconds = 0;
-};
-
-// Bytes copied between the host and the device.
-struct TransferBytes {
-  uint64_t hostToDevice = 0, deviceToHost = 0;
 };
 
 class CudaExecutor {

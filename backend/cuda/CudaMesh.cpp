@@ -224,6 +224,13 @@ const std::vector<QueueTimes> &CudaMesh::lastTimes() const {
   return impl_->times;
 }
 
+std::optional<TransferBytes> CudaMesh::lastTransfers() const {
+  TransferBytes sum;
+  for (const auto &executor : impl_->executors)
+    sum += executor->lastTransfers();
+  return sum;
+}
+
 const std::vector<TraceEvent> &CudaMesh::trace() const { return impl_->events; }
 
 void CudaMesh::clearTrace() {

@@ -54,6 +54,8 @@ public:
   // and the time the stream stood waiting for communication
   // (CudaExecutor::lastStreamTimes).
   const std::vector<QueueTimes> &lastTimes() const override;
+  // Every executor's (CudaExecutor::lastTransfers), summed.
+  std::optional<TransferBytes> lastTransfers() const override;
   // With CudaMeshOptions::trace: every launch of every device on its
   // stream (compute or communication), timed by CUDA events from the
   // host's time at the start of its step.

@@ -227,11 +227,12 @@ struct StepResult {
   // first op whose result held a NaN or an infinity, with its source line
   // and (on a mesh) its device, and whether its operands were finite.
   std::string nonFiniteOrigin;
-  // Bytes the step copied from the host to the device and back, where the
-  // session measures them: 0 and 0 on the CPU (the host is the device);
-  // on one CUDA device, the batch in and the scalars and step counter out
-  // once the parameters and state are on the device. Not measured on a
-  // mesh yet (transfersMeasured is false).
+  // Bytes the step copied from the host to the devices and back (this
+  // process's devices), where the session measures them: 0 and 0 on the
+  // CPU (the host is the device); on CUDA, the batch in and the scalars and
+  // step counter out once the parameters and state are on the device (on a
+  // mesh with accumulation, the parameters and gradient sums too). False
+  // transfersMeasured where a device mesh does not measure them.
   bool transfersMeasured = false;
   uint64_t hostToDeviceBytes = 0, deviceToHostBytes = 0;
 };

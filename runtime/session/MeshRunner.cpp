@@ -341,6 +341,11 @@ MeshRunner::runExecutor(backend::DeviceMesh &executor,
                         DiagnosticEngine &diag, llvm::StringRef context,
                         const std::vector<backend::UpdateTargets> *updateInto) {
   auto ran = executor.run(parts, diag, context, updateInto);
+  std::optional<backend::TransferBytes> moved = executor.lastTransfers();
+  if (transfers_ && moved)
+    *transfers_ += *moved;
+  else
+    transfers_.reset();
   if (!nonFinite_ || nonFinite_->received)
     if (auto origin = executor.firstNonFinite();
         origin && (!nonFinite_ || !origin->received))
@@ -477,6 +482,9 @@ FailureOr<RunResult> MeshRunner::run(const NamedTensors &inputs,
   }
   RunResult out;
   nonFinite_.reset();
+  // Summed over the executors the step runs (runExecutor); a pipeline's
+  // stages run on the CPU and copy nothing.
+  transfers_ = backend::TransferBytes{};
   if (pipeline_) {
     std::map<int64_t, NamedTensors> pieces, applied;
     std::vector<NamedTensors> sums(static_cast<size_t>(perStage_));
@@ -506,6 +514,8 @@ FailureOr<RunResult> MeshRunner::run(const NamedTensors &inputs,
     auto value = executor_->readState(k, passes::kStepStateName, diag);
     if (value.failed())
       return failure();
+    if (transfers_)
+      transfers_->deviceToHost += value->nbytes();
     out.updates.emplace(passes::kStepStateName, std::move(*value));
     break;
   }

@@ -92,6 +92,13 @@ public:
   FailureOr<std::vector<DeviceCommunication>>
   communication(DiagnosticEngine &diag);
 
+  // What the last run copied between the host and this process's devices
+  // (DeviceMesh::lastTransfers of every executor it ran, and the step
+  // counter read back), or nullopt where a device mesh does not measure it.
+  std::optional<backend::TransferBytes> lastTransfers() const {
+    return transfers_;
+  }
+
   // Where the devices keep the parameters and state themselves (CUDA's,
   // on a mesh without accumulation or pipeline: DeviceMesh::keepState),
   // fetches their current values into the host's parts, which a step
@@ -249,6 +256,8 @@ private:
   // The devices keep the parameters and state (DeviceMesh::keepState), and
   // whether resident_ lags behind them.
   bool stateOnDevices_ = false, hostStale_ = false;
+  // The last run's transfers (lastTransfers).
+  std::optional<backend::TransferBytes> transfers_;
 };
 
 } // namespace mgc::session

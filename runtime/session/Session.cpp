@@ -605,15 +605,19 @@ Result<StepResult> Session::step() {
       impl_->persistent.insert_or_assign(name, std::move(t));
     StepResult result;
     result.step = session::stepCount(*impl_);
-    if (!mesh) {
-      result.transfersMeasured = true;
+    std::optional<backend::TransferBytes> moved;
+    if (mesh)
+      moved = mesh->lastTransfers();
+    else
+      moved = backend::TransferBytes{}; // the CPU: the host is the device
 #if MGC_HAVE_CUDA
-      if (impl_->cudaStep) {
-        backend::cuda::TransferBytes moved = impl_->cudaStep->lastTransfers();
-        result.hostToDeviceBytes = moved.hostToDevice;
-        result.deviceToHostBytes = moved.deviceToHost;
-      }
+    if (!mesh && impl_->cudaStep)
+      moved = impl_->cudaStep->lastTransfers();
 #endif
+    if (moved) {
+      result.transfersMeasured = true;
+      result.hostToDeviceBytes = moved->hostToDevice;
+      result.deviceToHostBytes = moved->deviceToHost;
     }
     const ir::Output *loss = impl_->main->graph().lossOutput();
     for (const auto &[name, t] : run->outputs) {

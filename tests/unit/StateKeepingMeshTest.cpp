@@ -28,6 +28,12 @@ public:
       : inner_(std::move(inner)), programs_(std::move(programs)) {}
 
   uint64_t bytesIn = 0, stateBytesIn = 0, bytesOut = 0;
+  // Since the last run began (lastTransfers).
+  TransferBytes sinceRun;
+
+  std::optional<TransferBytes> lastTransfers() const override {
+    return sinceRun;
+  }
 
   bool keepState() override {
     keep_ = true;
@@ -53,6 +59,7 @@ public:
       return failure();
     }
     bytesOut += it->second.nbytes();
+    sinceRun.deviceToHost += it->second.nbytes();
     return it->second;
   }
 
@@ -60,6 +67,17 @@ public:
   run(const std::vector<NamedTensors> &arguments, DiagnosticEngine &diag,
       llvm::StringRef context,
       const std::vector<UpdateTargets> *updateInto) override {
+    size_t n = arguments.size();
+    uint64_t inBefore = bytesIn, outBefore = bytesOut;
+    auto ran = runCounted(arguments, diag, context, updateInto);
+    sinceRun = {bytesIn - inBefore, bytesOut - outBefore};
+    return ran;
+  }
+
+  FailureOr<std::vector<RunResult>>
+  runCounted(const std::vector<NamedTensors> &arguments, DiagnosticEngine &diag,
+             llvm::StringRef context,
+             const std::vector<UpdateTargets> *updateInto) {
     size_t n = arguments.size();
     if (!keep_) {
       for (const NamedTensors &a : arguments)
@@ -217,6 +235,16 @@ TEST_CASE("mesh runner: devices that keep their state move only the batch "
       auto b = kept.runner->run(inputs, diag);
       REQUIRE(a.succeeded());
       REQUIRE(b.succeeded());
+      // What the runner reports: the plain mesh's devices copy nothing,
+      // the kept ones what the test mesh counted.
+      REQUIRE(plain.runner->lastTransfers());
+      CHECK(plain.runner->lastTransfers()->hostToDevice == 0);
+      CHECK(plain.runner->lastTransfers()->deviceToHost == 0);
+      REQUIRE(kept.runner->lastTransfers());
+      CHECK(kept.runner->lastTransfers()->hostToDevice == k.bytesIn - before);
+      // The test mesh's count includes the step counter's readState.
+      CHECK(kept.runner->lastTransfers()->deviceToHost ==
+            k.sinceRun.deviceToHost);
       CHECK(sameTensors(a->outputs, b->outputs));
       // The step counter, read from the devices.
       CHECK(sameTensors(a->updates, b->updates));
