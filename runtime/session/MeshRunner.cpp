@@ -1,4 +1,5 @@
 #include "runtime/session/MeshRunner.h"
+#include "runtime/session/TargetCheck.h"
 
 #include "runtime/session/HostExchange.h"
 
@@ -60,8 +61,7 @@ std::unique_ptr<MeshRunner> MeshRunner::create(MeshStep step,
   r->devices_ = devices;
   bool several = processes && processes->size() > 1;
   if (s.pipeline && !devices.runsPipelines) {
-    diag.error("a pipeline (pp) runs on the CPU's simulated devices only, "
-               "for now");
+    diag.error(kPipelineOnCpuOnly);
     return nullptr;
   }
   r->processes_ = processes;

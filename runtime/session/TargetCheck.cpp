@@ -51,4 +51,18 @@ std::vector<const backend::Executable *> allExecutables(const MeshStep &step) {
   return out;
 }
 
+LogicalResult checkMeshStepRunsOnTarget(const MeshStep &step,
+                                        DiagnosticEngine &diag) {
+  if (step.pipeline && !ir::targetOf(*step.sharded).pipelineMessages) {
+    diag.error(std::string(kPipelineOnCpuOnly) + " (the " +
+               ir::targetOf(*step.sharded).title +
+               " backend does not run one)");
+    return failure();
+  }
+  bool refused = false;
+  for (const backend::Executable *exe : allExecutables(step))
+    refused |= failed(checkRunsOnTarget(*exe, diag));
+  return refused ? failure() : success();
+}
+
 } // namespace mgc::session

@@ -207,10 +207,7 @@ static int compileForMesh(const ir::Module &module, const MeshChoice &mesh,
   auto step = session::buildMeshStep(module, *config, diag);
   if (step.failed())
     return kUserError;
-  bool refused = false;
-  for (const backend::Executable *exe : session::allExecutables(*step))
-    refused |= failed(session::checkRunsOnTarget(*exe, diag));
-  if (refused)
+  if (failed(session::checkMeshStepRunsOnTarget(*step, diag)))
     return kUserError;
   ir::PrintOptions print;
   print.locations = args.has("--locations");
