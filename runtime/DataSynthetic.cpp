@@ -2,12 +2,70 @@
 
 #include "support/Random.h"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
+#include <thread>
 #include <vector>
 
 namespace mgc::runtime {
 
 namespace {
+
+// Runs fn(begin, end) over [lo, hi) in chunks, on several threads when the
+// range is large (a batch of hundreds of megabytes would otherwise take one
+// core for a second, longer than a GPU's step).
+void forChunks(int64_t lo, int64_t hi,
+               const std::function<void(int64_t, int64_t)> &fn) {
+  constexpr int64_t kPerThread = 1 << 20;
+  int64_t threads =
+      std::min<int64_t>(std::max(1u, std::thread::hardware_concurrency()),
+                        (hi - lo + kPerThread - 1) / kPerThread);
+  if (threads <= 1) {
+    fn(lo, hi);
+    return;
+  }
+  std::vector<std::thread> pool;
+  int64_t chunk = (hi - lo + threads - 1) / threads;
+  for (int64_t b = lo + chunk; b < hi; b += chunk)
+    pool.emplace_back(fn, b, std::min(hi, b + chunk));
+  fn(lo, std::min(hi, lo + chunk));
+  for (std::thread &th : pool)
+    th.join();
+}
+
+// Elements [begin, end) of a synthetic tensor.
+void fill(Tensor &t, const InputSpec &input, uint64_t stream, uint64_t base,
+          int64_t begin, int64_t end, const SyntheticOptions &options) {
+  if (ir::isInteger(input.type.dtype)) {
+    int64_t range = options.intRange.at(input.name);
+    for (int64_t i = begin; i < end; ++i) {
+      int64_t v =
+          uniformBelow(randomBits(options.seed, stream, base + i), range);
+      if (input.type.dtype == ir::DType::I32)
+        t.as<int32_t>()[i] = static_cast<int32_t>(v);
+      else
+        t.as<int64_t>()[i] = v;
+    }
+    return;
+  }
+  // The normals in vectorised calls of a bounded buffer, stored in the
+  // tensor's type (f32 without Tensor::set's per-element dispatch).
+  constexpr int64_t kBlock = 4096;
+  double z[kBlock];
+  for (int64_t b = begin; b < end; b += kBlock) {
+    int64_t count = std::min(kBlock, end - b);
+    standardNormals(options.seed, stream, base + b, count, z);
+    if (t.dtype() == ir::DType::F32) {
+      float *out = t.as<float>() + b;
+      for (int64_t j = 0; j < count; ++j)
+        out[j] = static_cast<float>(options.stddev * z[j]);
+    } else {
+      for (int64_t j = 0; j < count; ++j)
+        t.set(b + j, options.stddev * z[j]);
+    }
+  }
+}
 
 class SyntheticSource : public BatchSource {
 public:
@@ -28,12 +86,7 @@ public:
   llvm::Error next(Batch &out) override {
     out.clear();
     for (const InputSpec &input : inputs_) {
-      Tensor t(input.type);
-      int64_t n = t.numel();
-      // Disjoint index ranges per step: element i of step k is element
-      // k * n + i of the input's stream.
-      uint64_t base = static_cast<uint64_t>(step_) * static_cast<uint64_t>(n);
-      uint64_t stream = hashName("data.synthetic." + input.name);
+      int64_t n = input.type.size();
       // The elements of the rows to make (all of a scalar input).
       int64_t lo = 0, hi = n;
       if (input.type.rank() > 0 && input.type.shape[0] > 0) {
@@ -42,23 +95,18 @@ public:
         lo = rows.begin * perRow;
         hi = rows.end * perRow;
       }
-      if (ir::isInteger(input.type.dtype)) {
-        int64_t range = options_.intRange.at(input.name);
-        for (int64_t i = lo; i < hi; ++i) {
-          int64_t v =
-              uniformBelow(randomBits(options_.seed, stream, base + i), range);
-          if (input.type.dtype == ir::DType::I32)
-            t.as<int32_t>()[i] = static_cast<int32_t>(v);
-          else
-            t.as<int64_t>()[i] = v;
-        }
-      } else {
-        // The rows' normals in one vectorised call.
-        std::vector<double> z(static_cast<size_t>(hi - lo));
-        standardNormals(options_.seed, stream, base + lo, hi - lo, z.data());
-        for (int64_t i = lo; i < hi; ++i)
-          t.set(i, options_.stddev * z[static_cast<size_t>(i - lo)]);
-      }
+      // Rows this process does not read stay zero.
+      Tensor t = lo == 0 && hi == n ? Tensor::uninitialized(input.type)
+                                    : Tensor(input.type);
+      // Disjoint index ranges per step: element i of step k is element
+      // k * n + i of the input's stream.
+      uint64_t base = static_cast<uint64_t>(step_) * static_cast<uint64_t>(n);
+      uint64_t stream = hashName("data.synthetic." + input.name);
+      // Each element is a function of its index alone: any split of the
+      // range over threads gives the same tensor.
+      forChunks(lo, hi, [&](int64_t begin, int64_t end) {
+        fill(t, input, stream, base, begin, end, options_);
+      });
       out.emplace(input.name, std::move(t));
     }
     ++step_;

@@ -369,6 +369,9 @@ public:
   struct Impl;
 
 private:
+  // The mgc tool's access to the implementation (feeding its batches
+  // without the public Tensor's copies: runtime/session/SessionFeed.h).
+  friend struct SessionInternals;
   explicit Session(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

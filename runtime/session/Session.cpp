@@ -9,6 +9,7 @@
 #include "ir/TargetModule.h"
 #include "passes/Optimizer.h"
 #include "runtime/session/Pipeline.h"
+#include "runtime/session/SessionFeed.h"
 #if MGC_HAVE_CUDA
 #include "backend/cuda/CudaDevice.h"
 #endif
@@ -35,8 +36,13 @@ std::string typeString(DType dtype, const std::vector<int64_t> &shape) {
 }
 
 runtime::Tensor toRuntime(const Tensor &t) {
-  runtime::Tensor r(ir::TensorType(toIR(t.dtype()), t.shape()));
-  if (r.nbytes() == t.nbytes() && r.nbytes() > 0)
+  ir::TensorType type(toIR(t.dtype()), t.shape());
+  // A tensor whose bytes do not match its shape (zeros, as before).
+  if (t.nbytes() !=
+      static_cast<size_t>(type.size()) * ir::dtypeBytes(type.dtype))
+    return runtime::Tensor(type);
+  runtime::Tensor r = runtime::Tensor::uninitialized(type);
+  if (r.nbytes() > 0)
     std::memcpy(r.data(), t.data(), r.nbytes());
   return r;
 }
@@ -515,7 +521,7 @@ std::vector<TensorInfo> Session::parameters() const {
 // Checks `value` against the data input `input` of the session's program:
 // an empty message when it fits.
 static std::string checkFeed(const Session::Impl &impl,
-                             const std::string &input, const Tensor &value) {
+                             const std::string &input, const std::string &got) {
   const ir::Value *v = session::findArgument(impl, input, ir::ValueKind::Input);
   if (!v) {
     std::string why = session::findArgument(impl, input, ir::ValueKind::Param)
@@ -527,7 +533,6 @@ static std::string checkFeed(const Session::Impl &impl,
            listNames(*impl.main, ir::ValueKind::Input);
   }
   std::string want = v->type().str();
-  std::string got = typeString(value.dtype(), value.shape());
   if (want != got)
     return "error: input '" + input + "' expects " + want + ", got " + got;
   return "";
@@ -535,22 +540,38 @@ static std::string checkFeed(const Session::Impl &impl,
 
 Status Session::feed(const std::string &input, Tensor value) {
   return session::guarded("feeding an input", [&]() -> Status {
-    std::string error = checkFeed(*impl_, input, value);
+    std::string error =
+        checkFeed(*impl_, input, typeString(value.dtype(), value.shape()));
     if (!error.empty())
       return Status::error(error);
-    impl_->fed.insert_or_assign(input, toRuntime(value));
-    // A value copied in ahead for this step is replaced.
-    impl_->fedStaged = false;
-    return Status::ok();
+    return SessionInternals::feed(*this, input, toRuntime(value));
   });
 }
 
 Status Session::feedNext(const std::string &input, Tensor value) {
   return session::guarded("feeding an input", [&]() -> Status {
-    std::string error = checkFeed(*impl_, input, value);
+    std::string error =
+        checkFeed(*impl_, input, typeString(value.dtype(), value.shape()));
     if (!error.empty())
       return Status::error(error);
-    impl_->fedNext.insert_or_assign(input, toRuntime(value));
+    return SessionInternals::feed(*this, input, toRuntime(value), true);
+  });
+}
+
+Status SessionInternals::feed(Session &session, const std::string &input,
+                              runtime::Tensor value, bool next) {
+  Session::Impl &impl = *session.impl_;
+  return session::guarded("feeding an input", [&]() -> Status {
+    std::string error = checkFeed(impl, input, value.type().str());
+    if (!error.empty())
+      return Status::error(error);
+    if (next) {
+      impl.fedNext.insert_or_assign(input, std::move(value));
+      return Status::ok();
+    }
+    impl.fed.insert_or_assign(input, std::move(value));
+    // A value copied in ahead for this step is replaced.
+    impl.fedStaged = false;
     return Status::ok();
   });
 }

@@ -5,10 +5,12 @@
 #include "runtime/DataPrefetch.h"
 #include "runtime/DataSynthetic.h"
 #include "runtime/DataTokens.h"
+#include "support/Random.h"
 
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <cstring>
 #include <numeric>
 #include <set>
 #include <thread>
@@ -135,6 +137,41 @@ TEST_CASE("data: synthetic batches are seeded, in range, resumable") {
   floatRange.intRange = {{"y", 10}, {"x", 3}};
   CHECK(errorText(makeSyntheticSource(inputs, floatRange))
             .find("not an integer input") != std::string::npos);
+}
+
+TEST_CASE("data: a synthetic batch made on several threads is the element "
+          "formula's") {
+  // 3 x 2^20 + 5 elements: split over threads, with a ragged last chunk;
+  // a bf16 and an integer input of the same size beside it.
+  const int64_t rows = 3, cols = (1 << 20) + 5, n = rows * cols;
+  std::vector<InputSpec> inputs = {spec("x", ir::DType::F32, {rows, cols}),
+                                   spec("h", ir::DType::BF16, {rows, cols}),
+                                   spec("y", ir::DType::I32, {rows, cols})};
+  SyntheticOptions options;
+  options.seed = 3;
+  options.stddev = 0.5;
+  options.intRange["y"] = 1000;
+  auto source = orFail(makeSyntheticSource(inputs, options));
+  std::vector<Batch> batches = take(*source, 2);
+  const Batch &b = batches[1]; // step 1: elements n .. 2n - 1 of the streams
+  uint64_t base = static_cast<uint64_t>(n);
+  std::vector<double> z(static_cast<size_t>(n));
+  for (const char *name : {"x", "h"}) {
+    INFO(name);
+    standardNormals(options.seed,
+                    hashName(std::string("data.synthetic.") + name), base, n,
+                    z.data());
+    Tensor want = Tensor::uninitialized(b.at(name).type());
+    for (int64_t i = 0; i < n; ++i)
+      want.set(i, options.stddev * z[static_cast<size_t>(i)]);
+    CHECK(std::memcmp(want.data(), b.at(name).data(), want.nbytes()) == 0);
+  }
+  uint64_t stream = hashName("data.synthetic.y");
+  int64_t mismatched = 0;
+  for (int64_t i = 0; i < n; ++i)
+    mismatched += b.at("y").as<int32_t>()[i] !=
+                  uniformBelow(randomBits(3, stream, base + i), 1000);
+  CHECK(mismatched == 0);
 }
 
 TEST_CASE("data: npy rows in order, last partial batch dropped") {

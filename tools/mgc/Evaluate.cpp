@@ -3,6 +3,8 @@
 
 #include "llvm/Support/Error.h"
 
+#include "runtime/session/SessionFeed.h"
+
 #include <cmath>
 
 namespace mgc::cli {
@@ -26,7 +28,7 @@ llvm::Expected<EvalResult> evaluate(Session &session,
     if (auto err = source.next(batch))
       return std::move(err);
     for (auto &[name, tensor] : batch)
-      if (Status st = session.feed(name, toSessionTensor(tensor)); !st)
+      if (Status st = SessionInternals::feed(session, name, tensor); !st)
         return fail(st.message());
     auto outs = session.evaluate();
     if (!outs)

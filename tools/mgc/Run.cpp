@@ -17,6 +17,7 @@
 
 #include "backend/Launch.h"
 #include "backend/PlanReport.h"
+#include "runtime/session/SessionFeed.h"
 #include "support/AtomicFile.h"
 
 #include <mgc/Session.h>
@@ -440,8 +441,11 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
     } else {
       if (auto err = setup->source->next(batch))
         return errorExit(llvm::toString(std::move(err)));
+      // The batch is read again only by --check-single's reference run:
+      // otherwise its tensors move into the session, uncopied.
       for (auto &[name, tensor] : batch) {
-        Status st = s.feed(name, toSessionTensor(tensor));
+        Status st = SessionInternals::feed(
+            s, name, check ? runtime::Tensor(tensor) : std::move(tensor));
         if (!st)
           return errorExit(st.message());
       }
@@ -450,7 +454,7 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
       if (auto err = setup->source->next(nextBatch))
         return errorExit(llvm::toString(std::move(err)));
       for (auto &[name, tensor] : nextBatch) {
-        Status st = s.feedNext(name, toSessionTensor(tensor));
+        Status st = SessionInternals::feed(s, name, tensor, true);
         if (!st)
           return errorExit(st.message());
       }
@@ -499,7 +503,7 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
     }
     if (check) {
       for (auto &[name, tensor] : batch) {
-        Status st = check->reference().feed(name, toSessionTensor(tensor));
+        Status st = SessionInternals::feed(check->reference(), name, tensor);
         if (!st)
           return errorExit(st.message());
       }
@@ -537,7 +541,7 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
       // already, are fed again.
       if (haveNext)
         for (auto &[name, tensor] : nextBatch)
-          if (Status st = s.feed(name, toSessionTensor(tensor)); !st)
+          if (Status st = SessionInternals::feed(s, name, tensor); !st)
             return errorExit(st.message());
     }
     if (saveEvery && result->step % saveEvery == 0 && result->step != steps) {

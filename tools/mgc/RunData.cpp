@@ -145,14 +145,6 @@ ModelFacts inspectModel(const std::string &path,
   return facts;
 }
 
-Tensor toSessionTensor(const runtime::Tensor &t) {
-  std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
-  Tensor out = Tensor::zeros(toSessionDType(t.dtype()), shape);
-  if (out.nbytes() == t.nbytes() && t.nbytes() > 0)
-    std::memcpy(out.data(), t.data(), t.nbytes());
-  return out;
-}
-
 static bool hasInput(const std::vector<runtime::InputSpec> &inputs,
                      llvm::StringRef name) {
   for (const auto &i : inputs)

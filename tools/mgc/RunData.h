@@ -78,7 +78,4 @@ llvm::Expected<DataSetup> makeDataSource(const std::vector<TensorInfo> &inputs,
                                          const ModelFacts &facts,
                                          const DataChoice &choice);
 
-// A batch tensor in the session's tensor type (the same bytes).
-Tensor toSessionTensor(const runtime::Tensor &t);
-
 } // namespace mgc::cli
