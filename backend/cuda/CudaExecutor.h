@@ -12,6 +12,7 @@
 // runs (RunControl::next).
 #pragma once
 
+#include "backend/DeviceExecutor.h"
 #include "backend/Executable.h"
 #include "backend/LaunchGroups.h"
 #include "backend/cpu/CpuExecutor.h"
@@ -25,32 +26,9 @@
 namespace mgc::backend::cuda {
 
 using backend::NamedTensors;
+using backend::RunControl;
 using backend::RunResult;
 using backend::TransferBytes;
-
-// How one run treats the argument buffers, for a caller (a session) that
-// keeps parameters and optimizer state on the device between steps.
-struct RunControl {
-  // The arguments whose device buffers already hold their values (from an
-  // earlier run): not copied in (they must still be given, for the checks).
-  const std::set<std::string> *resident = nullptr;
-  // Copy each update's new value into its target's argument buffer on the
-  // device at the end of the step, instead of returning it
-  // (RunResult::updates stays empty; readArgument fetches a value).
-  bool updatesStayOnDevice = false;
-  // With CudaOptions::graph: the inputs of the next run, handed over early.
-  // They are copied to the device on a side stream, into the second set of
-  // input buffers, while this run's step executes (the copy waits for
-  // nothing this step does). The next run must then set `staged`.
-  const NamedTensors *next = nullptr;
-  // This run's inputs are the `next` of the previous run, already on their
-  // way: not copied again (they must still be given, for the checks).
-  bool staged = false;
-  // Copy back only the outputs of one element (the loss, the learning rate,
-  // the gradient norm): a training session reads nothing else of a step,
-  // and a language model's logits output is gigabytes.
-  bool scalarOutputsOnly = false;
-};
 
 struct CudaOptions {
   // Capture the step's kernels as a CUDA Graph on the first run and replay
@@ -88,7 +66,7 @@ struct StreamTimes {
   double stepSeconds = 0, waitSeconds = 0;
 };
 
-class CudaExecutor {
+class CudaExecutor final : public DeviceExecutor {
 public:
   // Checks the executable and that the CUDA backend runs each of its ops,
   // probes the device ("no CUDA device: <why>"), checks that everything fits
@@ -97,7 +75,7 @@ public:
   static std::unique_ptr<CudaExecutor> create(const Executable &exe,
                                               const CudaOptions &options,
                                               DiagnosticEngine &diag);
-  ~CudaExecutor();
+  ~CudaExecutor() override;
   CudaExecutor(const CudaExecutor &) = delete;
   CudaExecutor &operator=(const CudaExecutor &) = delete;
 
@@ -110,17 +88,16 @@ public:
   // The same with the tensors held elsewhere (they must outlive the call):
   // a session passes its parameters and state without copying them, and
   // with RunControl::resident they are not even read.
-  using TensorRefs = cpu::CpuExecutor::TensorRefs;
   FailureOr<RunResult> run(const TensorRefs &arguments, DiagnosticEngine &diag,
-                           const RunControl &control = {});
+                           const RunControl &control = {}) override;
   // The value now in the device buffer of argument `name` (after runs that
   // kept their updates on the device).
   FailureOr<runtime::Tensor> readArgument(const std::string &name,
-                                          DiagnosticEngine &diag);
+                                          DiagnosticEngine &diag) override;
 
   // Whether a run may hand over the next run's inputs (RunControl::next):
   // with CudaOptions::graph.
-  bool acceptsNextInputs() const;
+  bool acceptsNextInputs() const override;
 
   const Executable &executable() const;
   // The order, launches and arena placement the executor runs.
@@ -133,7 +110,7 @@ public:
   // parameters and state; the next run's inputs handed over) and out (its
   // outputs, updates not kept on the device, the error record), and what
   // readArgument has read since.
-  TransferBytes lastTransfers() const;
+  TransferBytes lastTransfers() const override;
   // With CudaOptions::trace: every launch of the last step on its stream,
   // in microseconds from the step's first event on the compute stream.
   std::vector<TraceEvent> lastTrace() const;

@@ -8,11 +8,9 @@
 #include "ir/Interpreter.h"
 #include "ir/TargetModule.h"
 #include "passes/Optimizer.h"
+#include "runtime/session/DeviceExecutors.h"
 #include "runtime/session/Pipeline.h"
 #include "runtime/session/SessionFeed.h"
-#if MGC_HAVE_CUDA
-#include "backend/cuda/CudaDevice.h"
-#endif
 
 #include "support/InputFile.h"
 #include "llvm/ADT/StringExtras.h"
@@ -99,25 +97,24 @@ session::runProgram(Session::Impl &impl, bool step,
                     const backend::cpu::NamedTensors *next, bool *nextStaged) {
   if (nextStaged)
     *nextStaged = false;
-#if MGC_HAVE_CUDA
-  if (step && impl.cudaStep) {
+  if (step && impl.deviceStep) {
     // Parameters and state stay on the device: only the inputs (and, after
     // a change on the host, everything) are copied in.
     std::set<std::string> resident;
     if (impl.deviceCurrent)
       for (const auto &[name, tensor] : impl.persistent)
         resident.insert(name);
-    backend::cuda::RunControl control{&resident, true};
+    backend::RunControl control{&resident, true};
     // Session::step reads the scalar outputs only.
     control.scalarOutputsOnly = true;
     // The inputs copied in during the last step, and the next ones handed
     // over now, when the executor double-buffers its inputs (a CUDA Graph).
-    bool handOver = impl.cudaStep->acceptsNextInputs() && next &&
+    bool handOver = impl.deviceStep->acceptsNextInputs() && next &&
                     next->size() == impl.main->graph().inputs().size();
     control.staged = impl.fedStaged;
     control.next = handOver ? next : nullptr;
     impl.fedStaged = false;
-    auto result = impl.cudaStep->run(refs, diag, control);
+    auto result = impl.deviceStep->run(refs, diag, control);
     if (result.failed())
       return failure();
     if (nextStaged)
@@ -125,19 +122,19 @@ session::runProgram(Session::Impl &impl, bool step,
     impl.deviceCurrent = impl.hostStale = true;
     // The step counter is read after every step (stepCount).
     if (impl.persistent.count(passes::kStepStateName)) {
-      auto counter = impl.cudaStep->readArgument(passes::kStepStateName, diag);
+      auto counter =
+          impl.deviceStep->readArgument(passes::kStepStateName, diag);
       if (counter.failed())
         return failure();
       result->updates.emplace(passes::kStepStateName, std::move(*counter));
     }
     return result;
   }
-  if (!step && impl.cudaForward) {
+  if (!step && impl.deviceForward) {
     if (failed(session::syncHost(impl, diag)))
       return failure();
-    return impl.cudaForward->run(refs, diag);
+    return impl.deviceForward->run(refs, diag);
   }
-#endif
   if (!step && !impl.forwardRunner) {
     // A mesh session makes its one-device forward executor (and its arena)
     // only when forward() is first called.
@@ -166,17 +163,15 @@ LogicalResult session::syncHost(Session::Impl &impl, DiagnosticEngine &diag) {
     impl.hostStale = false;
     return success();
   }
-#if MGC_HAVE_CUDA
-  if (!impl.cudaStep || !impl.hostStale)
+  if (!impl.deviceStep || !impl.hostStale)
     return success();
   for (const ir::Update &u : impl.stepExe->module->graph().updates()) {
-    auto value = impl.cudaStep->readArgument(u.target->name(), diag);
+    auto value = impl.deviceStep->readArgument(u.target->name(), diag);
     if (value.failed())
       return failure();
     impl.persistent.insert_or_assign(u.target->name(), std::move(*value));
   }
   impl.hostStale = false;
-#endif
   return success();
 }
 
@@ -287,15 +282,7 @@ FailureOr<bool> chooseCuda(const SessionOptions &options,
     return false;
   }
   // A mesh runs on CUDA when asked for: "auto" keeps it on the CPU.
-#if MGC_HAVE_CUDA
-  std::optional<std::string> why = backend::cuda::cudaUnavailableReason();
-  if (why)
-    why = "no CUDA device: " + *why;
-#else
-  std::optional<std::string> why =
-      std::string("this build of mgc has no CUDA backend (configure with "
-                  "-DMGC_CUDA=ON where nvcc is installed)");
-#endif
+  std::optional<std::string> why = session::deviceUnavailableReason();
   if (backend == "auto") {
     bool cuda = !why && !onMesh;
     if (options.cudaGraph && !cuda)
@@ -450,22 +437,18 @@ Session::create(const std::string &path, const SessionOptions &options) {
         cpu.findNonFinite = options.findNonFinite;
         cpu.threads =
             options.threads > 0 ? static_cast<unsigned>(options.threads) : 0;
-#if MGC_HAVE_CUDA
-        backend::cuda::CudaOptions cudaOptions;
-        cudaOptions.graph = options.cudaGraph;
         if (*onCuda && impl->stepExe) {
-          impl->cudaStep = backend::cuda::CudaExecutor::create(
-              *impl->stepExe, cudaOptions, diag);
-          if (!impl->cudaStep)
+          impl->deviceStep = session::makeDeviceExecutor(
+              *impl->stepExe, options.cudaGraph, diag);
+          if (!impl->deviceStep)
             return c.status();
         }
         if (*onCuda) {
-          impl->cudaForward = backend::cuda::CudaExecutor::create(
-              *impl->forwardExe, backend::cuda::CudaOptions(), diag);
-          if (!impl->cudaForward)
+          impl->deviceForward =
+              session::makeDeviceExecutor(*impl->forwardExe, false, diag);
+          if (!impl->deviceForward)
             return c.status();
         }
-#endif
         if (impl->stepExe) {
           if (!*onCuda)
             impl->stepRunner =
@@ -631,10 +614,8 @@ Result<StepResult> Session::step() {
       moved = mesh->lastTransfers();
     else
       moved = backend::TransferBytes{}; // the CPU: the host is the device
-#if MGC_HAVE_CUDA
-    if (!mesh && impl_->cudaStep)
-      moved = impl_->cudaStep->lastTransfers();
-#endif
+    if (!mesh && impl_->deviceStep)
+      moved = impl_->deviceStep->lastTransfers();
     if (moved) {
       result.transfersMeasured = true;
       result.hostToDeviceBytes = moved->hostToDevice;

@@ -5,13 +5,11 @@
 
 #include "mgc/Session.h"
 
+#include "backend/DeviceExecutor.h"
 #include "backend/Executable.h"
 #include "backend/ProcessGroup.h"
 #include "backend/cpu/CpuExecutor.h"
 #include "runtime/session/MeshRunner.h"
-#if MGC_HAVE_CUDA
-#include "backend/cuda/CudaExecutor.h"
-#endif
 #include "support/Diagnostics.h"
 
 #include "llvm/Support/raw_ostream.h"
@@ -33,11 +31,10 @@ struct Session::Impl {
   // The CPU executors' options (a mesh session makes its forward executor
   // on the first forward()).
   backend::cpu::CpuOptions cpu;
-#if MGC_HAVE_CUDA
-  // On the CUDA backend: the executors of the step (if any) and the forward
-  // program, instead of stepRunner and forwardRunner.
-  std::unique_ptr<backend::cuda::CudaExecutor> cudaStep, cudaForward;
-#endif
+  // On a device (the CUDA backend; session/DeviceExecutors.h): the
+  // executors of the step (if any) and the forward program, instead of
+  // stepRunner and forwardRunner.
+  std::unique_ptr<backend::DeviceExecutor> deviceStep, deviceForward;
   // The training step on a mesh (instead of stepExe/stepRunner).
   std::unique_ptr<session::MeshRunner> meshRunner;
   // The mesh as given, with a cluster's dp shares (Session::meshText).
