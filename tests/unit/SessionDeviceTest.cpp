@@ -249,5 +249,49 @@ TEST_CASE("session on a device: with a CUDA Graph the next batch goes in "
   requireSameParameters(cpu, dev);
 }
 
+TEST_CASE("session on a device: checkpoints move to the CPU and back with "
+          "the same bits") {
+  OnHostDevice onDevice;
+  session_test::TempDir dir("device-checkpoint");
+  SessionOptions options = tinyGpt(false);
+  auto cpuSession = Session::create(sample("gpt.mg"), options);
+  options.backend = "cuda";
+  auto deviceSession = Session::create(sample("gpt.mg"), options);
+  REQUIRE(cpuSession);
+  REQUIRE(deviceSession);
+  Session &cpu = **cpuSession;
+  Session &dev = **deviceSession;
+  auto stepBoth = [&](Session &a, Session &b, int k) {
+    for (const auto &[name, t] : batchOf(a, k)) {
+      REQUIRE(a.feed(name, t));
+      REQUIRE(b.feed(name, t));
+    }
+    auto x = a.step(), y = b.step();
+    REQUIRE(x);
+    REQUIRE(y);
+    CHECK(x->loss == y->loss);
+  };
+  for (int k = 0; k < 2; ++k)
+    stepBoth(cpu, dev, k);
+  // Saved from the device (its state fetched), resumed on a fresh CPU
+  // session; saved from the CPU, resumed on a fresh device session.
+  REQUIRE(dev.saveCheckpoint(dir.file("dev.ckpt")));
+  REQUIRE(cpu.saveCheckpoint(dir.file("cpu.ckpt")));
+  SessionOptions cpuOptions = tinyGpt(false);
+  auto fromDevice = Session::create(sample("gpt.mg"), cpuOptions);
+  auto fromCpu = Session::create(sample("gpt.mg"), options);
+  REQUIRE(fromDevice);
+  REQUIRE(fromCpu);
+  REQUIRE((*fromDevice)->loadCheckpoint(dir.file("dev.ckpt")));
+  REQUIRE((*fromCpu)->loadCheckpoint(dir.file("cpu.ckpt")));
+  requireSameParameters(cpu, **fromDevice);
+  for (int k = 2; k < 4; ++k) {
+    stepBoth(cpu, **fromCpu, k);
+    stepBoth(dev, **fromDevice, k);
+  }
+  requireSameParameters(cpu, **fromCpu);
+  requireSameParameters(dev, **fromDevice);
+}
+
 } // namespace
 } // namespace mgc::backend::testing
