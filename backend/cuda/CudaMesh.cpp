@@ -3,6 +3,7 @@
 // collective's rendezvous fail too instead of waiting forever.
 #include "backend/cuda/CudaMesh.h"
 
+#include "backend/DeviceThreads.h"
 #include "backend/cuda/CudaCheck.h"
 #include "backend/cuda/CudaLocalMesh.h"
 #include "backend/cuda/NcclMesh.h"
@@ -10,8 +11,6 @@
 #include <chrono>
 #include <mutex>
 #include <set>
-#include <system_error>
-#include <thread>
 
 namespace mgc::backend::cuda {
 
@@ -36,6 +35,8 @@ struct CudaMesh::Impl {
   bool keep = false;
   std::vector<std::set<std::string>> persistent;
   std::vector<bool> current;
+  // One host thread per executor, made once.
+  std::unique_ptr<DeviceThreads> threads;
 };
 
 CudaMesh::CudaMesh(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -86,6 +87,11 @@ CudaMesh::create(const ir::Mesh &mesh, std::vector<const Executable *> programs,
       return nullptr;
     }
     impl->executors.push_back(std::move(executor));
+  }
+  impl->threads = std::make_unique<DeviceThreads>(impl->executors.size());
+  if (!impl->threads->ok()) {
+    diag.error("mesh " + mesh.str() + ": " + impl->threads->error());
+    return nullptr;
   }
   return std::unique_ptr<CudaMesh>(new CudaMesh(std::move(impl)));
 }
@@ -143,23 +149,9 @@ CudaMesh::run(const std::vector<NamedTensors> &arguments,
                       " failed: " + errors[k].message);
     }
   };
-  std::vector<std::thread> threads;
-  try {
-    for (size_t k = 0; k < n; ++k)
-      threads.emplace_back(runDevice, k);
-  } catch (const std::system_error &e) {
-    // The devices started wait for the others in their collectives.
-    im.comms->abort(std::string("the device threads did not start: ") +
-                    e.what());
-    for (std::thread &t : threads)
-      t.join();
-    im.comms->reset();
-    diag.error(context.str() +
-               "cannot start the devices' threads: " + e.what());
-    return failure();
-  }
-  for (std::thread &t : threads)
-    t.join();
+  // Every device on its own thread at once (each waits for its peers in
+  // the collectives); the threads live as long as the mesh.
+  im.threads->run(runDevice);
 
   double offsetUs =
       std::chrono::duration<double, std::micro>(started - im.origin).count();

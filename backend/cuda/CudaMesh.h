@@ -1,8 +1,9 @@
 // The DeviceMesh of CUDA devices (backend/DeviceMesh.h): one CUDA executor
 // per device of the mesh that this process runs, each with its compute
 // stream and its communication stream (CudaOptions::comm), and a host
-// thread per device that enqueues its step (a collective's rendezvous
-// blocks that thread until the group has called, never the GPU). The
+// thread per device, made with the mesh, that enqueues its step (a
+// collective's rendezvous blocks that thread until the group has called,
+// never the GPU). The
 // communicators are stream communicators from a factory; by default every
 // device of the mesh is simulated on one GPU of this process
 // (CudaLocalMesh), or, with a GPU per device, each runs on its own GPU and
