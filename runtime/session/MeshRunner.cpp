@@ -1,7 +1,7 @@
 #include "runtime/session/MeshRunner.h"
-#include "runtime/session/TargetCheck.h"
 
 #include "runtime/session/HostExchange.h"
+#include "runtime/session/TargetCheck.h"
 
 #include "backend/cpu/ThreadPool.h"
 #include "ir/Interpreter.h"
@@ -193,7 +193,7 @@ LogicalResult MeshRunner::forEachHeld(
 LogicalResult MeshRunner::initialize(uint64_t seed, DiagnosticEngine &diag) {
   const MeshStep &s = step_;
   const ir::Graph &logical = s.logicalOf(s.step).graph();
-  return forEachHeld(
+  LogicalResult set = forEachHeld(
       [&](size_t k, int64_t d, const ir::Value &arg) -> LogicalResult {
         const ir::Value *whole = logical.findArgument(arg.name());
         if (!whole) {
@@ -224,14 +224,16 @@ LogicalResult MeshRunner::initialize(uint64_t seed, DiagnosticEngine &diag) {
                 type.shape));
         }
         resident_[k].insert_or_assign(arg.name(), std::move(part));
-        stateChangedOnHost();
         return success();
       });
+  // Once, for every part set: the devices take them at the next step.
+  stateChangedOnHost();
+  return set;
 }
 
 LogicalResult MeshRunner::load(const NamedTensors &whole,
                                DiagnosticEngine &diag) {
-  return forEachHeld(
+  LogicalResult set = forEachHeld(
       [&](size_t k, int64_t d, const ir::Value &arg) -> LogicalResult {
         auto it = whole.find(arg.name());
         if (it == whole.end()) {
@@ -241,9 +243,11 @@ LogicalResult MeshRunner::load(const NamedTensors &whole,
         resident_[k].insert_or_assign(
             arg.name(),
             runtime::shardTensor(it->second, arg.sharding(), step_.mesh, d));
-        stateChangedOnHost();
         return success();
       });
+  // Once, for every part set: the devices take them at the next step.
+  stateChangedOnHost();
+  return set;
 }
 
 void MeshRunner::stateChangedOnHost() {
