@@ -83,24 +83,7 @@ TEST_CASE("cuda: grouped fused launch over tensors of different sizes") {
 
 std::unique_ptr<ir::Module> stepModule(const char *file,
                                        frontend::ConstOverrides defines) {
-  DiagnosticEngine diag;
-  frontend::CompileOptions options;
-  options.defines = std::move(defines);
-  auto m = frontend::compileModelFile(
-      mgc::test::sourceDir() + "/samples/" + file, options, diag);
-  REQUIRE(m);
-  m->attrs().set(ir::kTargetAttr, std::string(ir::kCudaTarget.name));
-  passes::PassManager pm;
-  REQUIRE(succeeded(pm.parsePipeline(
-      "mixed-precision,autodiff,optimizer,canonicalize,cse,dce,fuse", diag)));
-  REQUIRE(succeeded(pm.run(*m, diag)));
-  // What CudaExecutor::create checks first, here without a device.
-  for (const auto &op : m->graph().ops()) {
-    std::string why = cuda::cudaUnsupported(*op);
-    INFO(std::string(file) << ": " << why);
-    CHECK(why.empty());
-  }
-  return m;
+  return cudaTrainingStep(file, std::move(defines));
 }
 
 // The inputs of step k (fresh values every step).

@@ -6,10 +6,14 @@
 #include "CpuTestSupport.h"
 
 #if MGC_HAVE_CUDA
+#include "SourcePath.h"
 #include "backend/cuda/CudaCheck.h"
 #include "backend/cuda/CudaDevice.h"
 #include "backend/cuda/CudaExecutor.h"
 #include "backend/cuda/CudaKernels.h"
+#include "frontend/Frontend.h"
+#include "ir/TargetModule.h"
+#include "runtime/session/Pipeline.h"
 #endif
 
 #include <doctest/doctest.h>
@@ -30,6 +34,28 @@ inline bool skipWithoutCuda() {
     return true;
   }
   return false;
+}
+
+// The training step of samples/`file` compiled for the CUDA target (the
+// session's pipeline), every op checked as CudaExecutor::create checks it
+// first: with or without a device.
+inline std::unique_ptr<ir::Module>
+cudaTrainingStep(const char *file, frontend::ConstOverrides defines) {
+  DiagnosticEngine diag;
+  frontend::CompileOptions options;
+  options.defines = std::move(defines);
+  auto m = frontend::compileModelFile(
+      mgc::test::sourceDir() + "/samples/" + file, options, diag);
+  REQUIRE(m);
+  m->attrs().set(ir::kTargetAttr, std::string(ir::kCudaTarget.name));
+  REQUIRE(
+      succeeded(session::runPipeline(*m, session::kTrainingPipeline, diag)));
+  for (const auto &op : m->graph().ops()) {
+    std::string why = cuda::cudaUnsupported(*op);
+    INFO(std::string(file) << ": " << why);
+    CHECK(why.empty());
+  }
+  return m;
 }
 
 // Runs `m` on the CUDA device and returns its results.
