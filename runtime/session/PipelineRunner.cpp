@@ -8,8 +8,6 @@
 #include <functional>
 #include <map>
 #include <mutex>
-#include <system_error>
-#include <thread>
 #include <tuple>
 
 namespace mgc::session {
@@ -135,6 +133,12 @@ std::unique_ptr<PipelineRunner> PipelineRunner::create(
   }
   r->local_.assign(r->comms_->localDevices().begin(),
                    r->comms_->localDevices().end());
+  r->threads_ = std::make_unique<backend::DeviceThreads>(r->local_.size());
+  if (!r->threads_->ok()) {
+    diag.error("cannot start the pipeline's device threads: " +
+               r->threads_->error());
+    return nullptr;
+  }
   r->acrossProcesses_ =
       static_cast<int64_t>(r->local_.size()) != whole.numDevices();
   for (int64_t device : r->local_) {
@@ -415,23 +419,9 @@ void PipelineRunner::runDevice(int64_t d, int64_t r, Shared &shared,
 }
 
 std::string PipelineRunner::onEveryDevice(
-    const std::function<void(int64_t, std::string &)> &fn,
-    const std::function<void(const std::string &)> &abortAll) {
+    const std::function<void(int64_t, std::string &)> &fn) {
   std::vector<std::string> errors(local_.size());
-  std::vector<std::thread> threads;
-  try {
-    for (size_t t = 1; t < local_.size(); ++t)
-      threads.emplace_back([&, t] { fn(local_[t], errors[t]); });
-  } catch (const std::system_error &e) {
-    abortAll("the pipeline's threads did not start");
-    for (std::thread &t : threads)
-      t.join();
-    return std::string("cannot start the pipeline's device threads: ") +
-           e.what();
-  }
-  fn(local_.front(), errors.front());
-  for (std::thread &t : threads)
-    t.join();
+  threads_->run([&](size_t t) { fn(local_[t], errors[t]); });
   // The first failure, not the waits it caused elsewhere.
   for (const std::string &e : errors)
     if (!e.empty() && e.find("aborted") == std::string::npos)
@@ -541,12 +531,11 @@ PipelineRunner::runApply(const std::vector<TensorRefs> &arguments,
   }
   comms_->reset();
   std::vector<backend::RunResult> results(applyBytes_.size());
-  std::string error = onEveryDevice(
-      [&](int64_t device, std::string &why) {
+  std::string error =
+      onEveryDevice([&](int64_t device, std::string &why) {
         runApplyDevice(device, arguments[static_cast<size_t>(device)],
                        results[static_cast<size_t>(device)], why);
-      },
-      [&](const std::string &why) { comms_->abort(why); });
+      });
   for (std::vector<backend::TraceEvent> &events : applyEvents_) {
     for (backend::TraceEvent &e : events)
       traceEvents_.push_back(std::move(e));
@@ -589,18 +578,9 @@ PipelineRunner::run(const PerDevice &arguments, DiagnosticEngine &diag,
   shared.waitSeconds.assign(numThreads, 0);
   shared.events.resize(numThreads);
   shared.reduced.resize(numThreads);
-  auto abortAll = [&](const std::string &why) {
-    {
-      std::lock_guard<std::mutex> lock(shared.mutex);
-      shared.aborted = true;
-    }
-    comms_->abort(why);
-  };
-  std::string error = onEveryDevice(
-      [&](int64_t device, std::string &why) {
-        runDevice(device / perStage, device % perStage, shared, arguments, why);
-      },
-      abortAll);
+  std::string error = onEveryDevice([&](int64_t device, std::string &why) {
+    runDevice(device / perStage, device % perStage, shared, arguments, why);
+  });
   if (!error.empty()) {
     diag.error(error);
     return failure();

@@ -1,6 +1,7 @@
 // Runs the micro-batches of a pipelined step (MeshStep::pipeline) on
 // simulated CPU devices: every pipeline device is a copy of the stage mesh
-// (the mesh without pp), and a thread per device of each copy walks the
+// (the mesh without pp), and a thread per device of each copy (made with
+// the runner, not per step) walks the
 // pipeline device's program of the schedule, runs its part of the stages'
 // programs on each micro-batch (with the collectives of its copy among
 // them) and passes its part of the values to the same device of the stages
@@ -12,6 +13,7 @@
 #pragma once
 
 #include "backend/Communicator.h"
+#include "backend/DeviceThreads.h"
 #include "backend/cpu/CpuExecutor.h"
 #include "runtime/session/MeshStep.h"
 #include "support/Diagnostics.h"
@@ -110,12 +112,11 @@ private:
   // Runs device `device`'s (of the whole mesh) part of the optimizer step.
   void runApplyDevice(int64_t device, const TensorRefs &arguments,
                       backend::RunResult &result, std::string &error);
-  // Runs fn(device, error) on a thread per local device (the first on this
-  // one); abortAll(why) stops the others when a thread cannot start.
-  // Returns the first failure (not the aborts it caused elsewhere) or "".
+  // Runs fn(device, error) for every local device at once, each on its
+  // thread of threads_. Returns the first failure (not the aborts it
+  // caused elsewhere) or "".
   std::string
-  onEveryDevice(const std::function<void(int64_t, std::string &)> &fn,
-                const std::function<void(const std::string &)> &abortAll);
+  onEveryDevice(const std::function<void(int64_t, std::string &)> &fn);
 
   // Stage programs of one split, each on its device's own executor:
   // [virtual stage][phase].
@@ -128,6 +129,8 @@ private:
   // whether other processes run the rest.
   std::unique_ptr<backend::CommunicatorSet> comms_;
   std::vector<int64_t> local_;
+  // A thread per local device, made with the runner (none per step).
+  std::unique_ptr<backend::DeviceThreads> threads_;
   bool acrossProcesses_ = false;
   // Per split, every output of its programs but the pipe values, by name:
   // its type and the pipeline devices whose stages give it.
