@@ -20,7 +20,8 @@ namespace mgc::backend {
 // keeps parameters and optimizer state on the device between steps.
 struct RunControl {
   // The arguments whose device buffers already hold their values (from an
-  // earlier run): not copied in (they must still be given, for the checks).
+  // earlier run, or written there by another executor: HeldOutputs): not
+  // copied in. One that is given is checked; one may be left out.
   const std::set<std::string> *resident = nullptr;
   // Copy each update's new value into its target's argument buffer on the
   // device at the end of the step, instead of returning it
@@ -39,6 +40,16 @@ struct RunControl {
   // the gradient norm): a training session reads nothing else of a step,
   // and a language model's logits output is gigabytes.
   bool scalarOutputsOnly = false;
+  // For an executor that shares the buffers of another on the same device
+  // (its holder, which keeps the step's state: the micro-batch programs of
+  // gradient accumulation share the step program's): each output that the
+  // holder takes as an argument (a micro-batch's gradient sums,
+  // micro.sum.*) goes into the holder's buffer on the device instead of
+  // coming back, copied there (Assign: the step's first micro-batch) or
+  // added to what is there (Add), as the host adds them
+  // (runtime::sumTensors), bit for bit.
+  enum class HeldOutputs : uint8_t { Return, Assign, Add };
+  HeldOutputs heldOutputs = HeldOutputs::Return;
 };
 
 class DeviceExecutor {

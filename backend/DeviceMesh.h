@@ -132,6 +132,13 @@ public:
   // after stateChanged(), keeps their updates on the device (run() returns
   // none), and returns only the outputs of one element; the tensors given
   // for them are checked but not read. readState() fetches a value.
+  // Meshes made to share this one's state (MeshDevices::make's stateOf:
+  // the micro-batches of gradient accumulation) read the same device
+  // buffers, copy the state in when this mesh's copy is not current, and
+  // leave their outputs named micro.sum.* in this mesh's buffers of the
+  // same name, each step's first micro-batch's copied and the others'
+  // added in order; this mesh's next run reads them there (the tensors
+  // for them may be left out) and starts the sums again.
   virtual bool keepState() { return false; }
   // The host's tensors of the state changed (a load): the next run copies
   // them in.

@@ -19,6 +19,9 @@ Layout layoutOf(const Executable &exe, const CudaOptions &options,
   l.twoInputSets = options.graph;
   for (const auto &arg : exe.module->graph().arguments()) {
     l.argumentOffsets[0].push_back(at);
+    // Another executor's buffer holds it (CudaOptions::stateOf).
+    if (options.stateOf && arg->isPersistent())
+      continue;
     at += alignUp(typeBytes(arg->type()));
     if (arg->kind() == ir::ValueKind::Input)
       l.inputBytes += alignUp(typeBytes(arg->type()));

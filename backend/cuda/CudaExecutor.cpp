@@ -18,6 +18,7 @@
 #include "backend/cuda/CudaDeviceLayout.h"
 #include "backend/cuda/CudaGroupLaunch.h"
 #include "backend/cuda/CudaKernels.h"
+#include "backend/cuda/Launch.h"
 
 #include "llvm/ADT/DenseMap.h"
 
@@ -72,6 +73,9 @@ struct CudaExecutor::State {
 
   std::vector<const ir::Value *> arguments; // graph arguments in order
   llvm::DenseMap<const ir::Value *, int> argumentIndex;
+  // With CudaOptions::stateOf: the holder's buffer of each persistent
+  // argument.
+  llvm::DenseMap<const ir::Value *, void *> sharedAt;
   llvm::DenseMap<const ir::Value *, uint64_t> offsetOf; // arena offsets
   struct Step {
     const ir::Op *op;  // the op, or the first op of a group
@@ -126,7 +130,71 @@ struct CudaExecutor::State {
       cudaFree(base);
   }
 
+  // Points every persistent argument at `holder`'s buffer of the same
+  // name (CudaOptions::stateOf).
+  LogicalResult shareStateOf(const CudaExecutor &holder,
+                             DiagnosticEngine &diag) {
+    State &h = *holder.s_;
+    if (h.options.gpu != options.gpu) {
+      diag.error("an executor shares the state of one on another GPU (" +
+                 std::to_string(h.options.gpu) + ", not " +
+                 std::to_string(options.gpu) + ") (internal error)");
+      return failure();
+    }
+    for (const ir::Value *arg : arguments) {
+      if (!arg->isPersistent())
+        continue;
+      const ir::Value *held = h.exe.module->graph().findArgument(arg->name());
+      if (!held || held->type() != arg->type()) {
+        diag.error(
+            "'" + arg->name() + "' (" + arg->type().str() +
+            ") is not among the state of the executor it shares " +
+            (held ? "(it holds " + held->type().str() + ")" : std::string()) +
+            " (internal error)");
+        return failure();
+      }
+      sharedAt[arg] = h.tensorOf(held).data;
+    }
+    return success();
+  }
+
+  // The holder's argument that output `o` goes into
+  // (RunControl::heldOutputs), or null.
+  const ir::Value *leftInHolder(const ir::Output &o) const {
+    if (!options.stateOf)
+      return nullptr;
+    const ir::Value *arg =
+        options.stateOf->s_->exe.module->graph().findArgument(o.name);
+    return arg && !arg->isPersistent() && arg->type() == o.value->type()
+               ? arg
+               : nullptr;
+  }
+  // Copies output `o` into its holder's argument buffer, or adds it to
+  // what is there (`add`), on the stream, as runtime::sumTensors adds.
+  LogicalResult leaveInHolder(const ir::Output &o, bool add, int set,
+                              DiagnosticEngine &diag) {
+    const ir::Value *arg = leftInHolder(o);
+    if (!arg)
+      return success();
+    DeviceTensor to = options.stateOf->s_->tensorOf(arg);
+    DeviceTensor from = tensorOf(o.value, set);
+    int64_t n = o.value->type().size();
+    if (!add)
+      return MGC_CUDA_CHECK(cudaMemcpyAsync(to.data, from.data,
+                                            typeBytes(o.value->type()),
+                                            cudaMemcpyDeviceToDevice, stream),
+                            diag, nullptr);
+    ReduceParts parts;
+    parts.src[parts.count++] = to.data;
+    parts.src[parts.count++] = from.data;
+    return MGC_CUDA_CHECK(
+        launchSumParts(stream, toDt(o.value->type().dtype), parts, to.data, n),
+        diag, nullptr);
+  }
+
   DeviceTensor tensorOf(const ir::Value *v, int set = 0) {
+    if (auto shared = sharedAt.find(v); shared != sharedAt.end())
+      return {shared->second, &v->type()};
     auto it = argumentIndex.find(v);
     if (it != argumentIndex.end())
       return {base + layout.argumentOffsets[set][it->second], &v->type()};
@@ -464,6 +532,8 @@ std::unique_ptr<CudaExecutor> CudaExecutor::create(const Executable &exe,
     if (arg->kind() == ir::ValueKind::Input)
       staged += alignUp(typeBytes(arg->type()));
   }
+  if (options.stateOf && failed(s.shareStateOf(*options.stateOf, diag)))
+    return nullptr;
   for (size_t i = 0; i < ops.size(); ++i)
     s.offsetOf[ops[i]->result()] = s.plan.offsets[i];
   std::vector<uint32_t> positionInExe(ops.size(), 0);
@@ -629,6 +699,9 @@ FailureOr<RunResult> CudaExecutor::run(const TensorRefs &arguments,
   for (size_t i = 0; i < s.arguments.size(); ++i) {
     const ir::Value &arg = *s.arguments[i];
     auto it = arguments.find(arg.name());
+    if (it == arguments.end() && control.resident &&
+        control.resident->count(arg.name()))
+      continue; // on the device already, not given
     if (it == arguments.end()) {
       diag.error("missing tensor for " + ir::valueKindWord(arg.kind()).str() +
                  " '" + arg.name() + "'");
@@ -646,6 +719,10 @@ FailureOr<RunResult> CudaExecutor::run(const TensorRefs &arguments,
     if (!s.exe.module->graph().findArgument(name))
       diag.error("tensor '" + name +
                  "' is not an input, parameter or state of the model");
+  if (control.heldOutputs != RunControl::HeldOutputs::Return &&
+      !s.options.stateOf)
+    diag.error("outputs left in another executor's buffers need an executor "
+               "made to share its state (CudaOptions::stateOf)");
   if ((control.next || control.staged) && !s.layout.twoInputSets)
     diag.error("inputs handed over early need a CUDA Graph "
                "(CudaOptions::graph)");
@@ -669,15 +746,15 @@ FailureOr<RunResult> CudaExecutor::run(const TensorRefs &arguments,
   s.transfers = {};
   for (size_t i = 0; i < bound.size(); ++i) {
     bool input = s.arguments[i]->kind() == ir::ValueKind::Input;
-    if (!bound[i]->nbytes() || (input && control.staged) ||
+    if (!bound[i] || !bound[i]->nbytes() || (input && control.staged) ||
         (control.resident && control.resident->count(s.arguments[i]->name())))
       continue;
     s.transfers.hostToDevice += bound[i]->nbytes();
-    if (failed(MGC_CUDA_CHECK(
-            cudaMemcpyAsync(s.base + s.layout.argumentOffsets[set][i],
-                            bound[i]->data(), bound[i]->nbytes(),
-                            cudaMemcpyHostToDevice, s.stream),
-            diag, nullptr)))
+    if (failed(
+            MGC_CUDA_CHECK(cudaMemcpyAsync(s.tensorOf(s.arguments[i], set).data,
+                                           bound[i]->data(), bound[i]->nbytes(),
+                                           cudaMemcpyHostToDevice, s.stream),
+                           diag, nullptr)))
       return failure();
   }
   // No error yet: owner 0, element all ones.
@@ -718,10 +795,19 @@ FailureOr<RunResult> CudaExecutor::run(const TensorRefs &arguments,
     return true;
   };
   const ir::Graph &graph = s.exe.module->graph();
-  for (const ir::Output &o : graph.outputs())
+  for (const ir::Output &o : graph.outputs()) {
+    if (control.heldOutputs != RunControl::HeldOutputs::Return) {
+      LogicalResult held = s.leaveInHolder(
+          o, control.heldOutputs == RunControl::HeldOutputs::Add, set, diag);
+      if (failed(held))
+        return failure();
+      if (s.leftInHolder(o))
+        continue;
+    }
     if ((!control.scalarOutputsOnly || o.value->type().size() == 1) &&
         !copyOut(o.value, result.outputs, o.name))
       return failure();
+  }
   for (const ir::Update &u : graph.updates()) {
     if (!control.updatesStayOnDevice) {
       if (!copyOut(u.value, result.updates, u.target->name()))

@@ -25,6 +25,8 @@
 
 namespace mgc::backend::cuda {
 
+class CudaExecutor;
+
 using backend::NamedTensors;
 using backend::RunControl;
 using backend::RunResult;
@@ -57,6 +59,13 @@ struct CudaOptions {
   // seconds a step may take before run() gives up on it and fails, naming
   // the timeout; 0 waits for ever.
   double stepTimeoutSeconds = 0;
+  // An executor on the same GPU whose device buffers this one uses for
+  // every persistent argument (a micro-batch program reading the step
+  // program's parameters), allocating none of its own; and where the
+  // outputs the holder takes as arguments go (RunControl::heldOutputs).
+  // Each such argument must have the same type in both. It must outlive
+  // this executor.
+  const CudaExecutor *stateOf = nullptr;
 };
 
 // The compute stream's time in the last step, from CUDA events: the whole

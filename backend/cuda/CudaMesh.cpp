@@ -30,14 +30,57 @@ struct CudaMesh::Impl {
   bool tracing = false, originSet = false;
   std::chrono::steady_clock::time_point origin;
   std::vector<TraceEvent> events;
-  // keepState(): each executor's persistent arguments, and whether its
-  // device buffers hold their current values (after a run).
+  // keepState(), or sharing the state of `holder`: each executor's
+  // persistent arguments; and (of the mesh that keeps them) per executor
+  // the arguments whose device buffers hold their current values (the
+  // state after a run; the micro-batches' gradient sums since its last
+  // run), and whether any sums are there.
   bool keep = false;
+  Impl *holder = nullptr;
   std::vector<std::set<std::string>> persistent;
-  std::vector<bool> current;
+  std::vector<std::set<std::string>> onDevice;
+  // Not vector<bool>: each device's thread sets its own element.
+  std::vector<char> sumsStarted;
   // One host thread per executor, made once.
   std::unique_ptr<DeviceThreads> threads;
+
+  // After executor k of `ran` (this mesh, or one sharing its state) ran:
+  // its state is current here; a sharer's sums are here (and the next
+  // micro-batch adds to them), while this mesh's own run used them up. A
+  // failed run leaves no sums to add to.
+  void afterRun(size_t k, const Impl &ran, bool succeeded) {
+    std::set<std::string> &names = onDevice[k];
+    if (&ran == this || !succeeded) {
+      for (auto it = names.begin(); it != names.end();)
+        it = persistent[k].count(*it) ? std::next(it) : names.erase(it);
+      sumsStarted[k] = false;
+    }
+    if (!succeeded)
+      return;
+    names.insert(ran.persistent[k].begin(), ran.persistent[k].end());
+    if (&ran != this) {
+      for (const ir::Output &o :
+           ran.executors[k]->executable().module->graph().outputs())
+        if (executors[k]->executable().module->graph().findArgument(o.name))
+          names.insert(o.name);
+      sumsStarted[k] = true;
+    }
+  }
 };
+
+namespace {
+// Each executor's persistent arguments, by name.
+std::vector<std::set<std::string>> persistentArguments(
+    const std::vector<std::unique_ptr<CudaExecutor>> &executors) {
+  std::vector<std::set<std::string>> out(executors.size());
+  for (size_t k = 0; k < executors.size(); ++k)
+    for (const auto &arg :
+         executors[k]->executable().module->graph().arguments())
+      if (arg->isPersistent())
+        out[k].insert(arg->name());
+  return out;
+}
+} // namespace
 
 CudaMesh::CudaMesh(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CudaMesh::~CudaMesh() = default;
@@ -75,18 +118,34 @@ CudaMesh::create(const ir::Mesh &mesh, std::vector<const Executable *> programs,
                " cannot be made: " + why);
     return nullptr;
   }
+  Impl *holder = options.stateOf ? options.stateOf->impl_.get() : nullptr;
+  if (holder && (!holder->keep || holder->executors.size() !=
+                                      impl->comms->localDevices().size())) {
+    diag.error("mesh " + mesh.str() + " shares the state of a mesh that " +
+               (holder->keep ? "runs other devices" : "does not keep it") +
+               " (internal error)");
+    return nullptr;
+  }
   int k = 0;
   for (int64_t d : impl->comms->localDevices()) {
     CudaOptions device = options.device;
     device.comm = &impl->comms->endpoint(d);
     device.trace = options.trace;
-    device.gpu = options.firstGpu + (options.gpuPerDevice ? k++ : 0);
+    device.gpu = options.firstGpu + (options.gpuPerDevice ? k : 0);
+    if (holder)
+      device.stateOf = holder->executors[static_cast<size_t>(k)].get();
+    ++k;
     auto executor = CudaExecutor::create(*programs[d], device, diag);
     if (!executor) {
       diag.error(devicePrefix(d) + "its program cannot run on CUDA");
       return nullptr;
     }
     impl->executors.push_back(std::move(executor));
+  }
+  if (holder) {
+    impl->holder = holder;
+    impl->keep = true;
+    impl->persistent = persistentArguments(impl->executors);
   }
   impl->threads = std::make_unique<DeviceThreads>(impl->executors.size());
   if (!impl->threads->ok()) {
@@ -134,12 +193,19 @@ CudaMesh::run(const std::vector<NamedTensors> &arguments,
         errors[k] = {loc, text, true};
     });
     RunControl control;
+    Impl &home = im.holder ? *im.holder : im;
     if (im.keep) {
-      control.resident = im.current[k] ? &im.persistent[k] : nullptr;
+      control.resident = &home.onDevice[k];
       control.updatesStayOnDevice = true;
       control.scalarOutputsOnly = true;
+      if (im.holder)
+        control.heldOutputs = home.sumsStarted[k]
+                                  ? RunControl::HeldOutputs::Add
+                                  : RunControl::HeldOutputs::Assign;
     }
     results[k] = im.executors[k]->run(arguments[k], own, control);
+    if (im.keep)
+      home.afterRun(k, im, !results[k].failed());
     if (!results[k].failed())
       return;
     std::lock_guard<std::mutex> lock(firstMutex);
@@ -178,33 +244,30 @@ CudaMesh::run(const std::vector<NamedTensors> &arguments,
   std::vector<RunResult> out;
   for (auto &r : results)
     out.push_back(std::move(*r));
-  if (im.keep)
-    im.current.assign(n, true);
   return out;
 }
 
 bool CudaMesh::keepState() {
   Impl &im = *impl_;
+  if (im.holder)
+    return false; // its holder keeps it
   im.keep = true;
-  im.current.assign(im.executors.size(), false);
-  im.persistent.assign(im.executors.size(), {});
-  for (size_t k = 0; k < im.executors.size(); ++k)
-    for (const auto &arg :
-         im.executors[k]->executable().module->graph().arguments())
-      if (arg->isPersistent())
-        im.persistent[k].insert(arg->name());
+  im.persistent = persistentArguments(im.executors);
+  im.onDevice.assign(im.executors.size(), {});
+  im.sumsStarted.assign(im.executors.size(), false);
   return true;
 }
 
 void CudaMesh::stateChanged() {
-  impl_->current.assign(impl_->executors.size(), false);
+  for (std::set<std::string> &names : impl_->onDevice)
+    names.clear();
 }
 
 FailureOr<runtime::Tensor>
 CudaMesh::readState(size_t k, const std::string &name, DiagnosticEngine &diag) {
   Impl &im = *impl_;
-  if (k >= im.executors.size() || !im.keep || !im.current[k] ||
-      !im.persistent[k].count(name)) {
+  if (k >= im.executors.size() || !im.keep || im.holder ||
+      !im.onDevice[k].count(name) || !im.persistent[k].count(name)) {
     diag.error("local device " + std::to_string(k) + " holds no current '" +
                name + "'");
     return failure();

@@ -10,7 +10,8 @@
 // they talk over NCCL (NcclMesh). Each step copies every device's
 // arguments in and its results out, unless the mesh keeps the state
 // (keepState(): the parameters and optimizer state stay in each executor's
-// device memory, and only the inputs go in and the scalars come out).
+// device memory, and only the inputs go in and the scalars come out), or
+// shares the state of one that does (CudaMeshOptions::stateOf).
 #pragma once
 
 #include "backend/Communicator.h"
@@ -22,6 +23,8 @@
 #include <vector>
 
 namespace mgc::backend::cuda {
+
+class CudaMesh;
 
 struct CudaMeshOptions {
   // Per-device executor options (comm is set per device; graph is refused).
@@ -35,6 +38,12 @@ struct CudaMeshOptions {
   CommunicatorFactory communicators;
   // Record a timeline of every launch on its stream, from CUDA events.
   bool trace = false;
+  // A mesh that keeps the step's state (keepState()) on the same devices
+  // and GPUs, whose state this one's programs (the micro-batches of
+  // gradient accumulation) read in its device buffers; their gradient sums
+  // go into its buffers too (DeviceMesh::keepState). It must outlive this
+  // mesh.
+  CudaMesh *stateOf = nullptr;
 };
 
 class CudaMesh final : public DeviceMesh {

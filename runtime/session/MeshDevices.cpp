@@ -77,8 +77,11 @@ FailureOr<MeshDevices> meshDevices(const SessionOptions &options, bool onCuda,
           const ir::Mesh &mesh,
           std::vector<const backend::Executable *> programs,
           const backend::CommunicatorFactory &communicators,
+          backend::DeviceMesh *stateOf,
           DiagnosticEngine &diag) -> std::unique_ptr<backend::DeviceMesh> {
     backend::cuda::CudaMeshOptions o = cuda;
+    // Made by this function: a CUDA mesh.
+    o.stateOf = static_cast<backend::cuda::CudaMesh *>(stateOf);
     if (communicators) {
       // The processes' NCCL communicators: the executors run on the GPUs
       // those were made on.

@@ -37,12 +37,14 @@ bool samePart(const ir::Sharding &step, const ir::Sharding &micro,
 MeshDevices cpuMeshDevices(const backend::cpu::MeshOptions &options) {
   MeshDevices devices;
   devices.trace = options.trace;
-  devices.make =
-      [options](
-          const ir::Mesh &mesh,
-          std::vector<const backend::Executable *> programs,
-          const backend::CommunicatorFactory &communicators,
-          DiagnosticEngine &diag) -> std::unique_ptr<backend::DeviceMesh> {
+  devices.make = [options](const ir::Mesh &mesh,
+                           std::vector<const backend::Executable *> programs,
+                           const backend::CommunicatorFactory &communicators,
+                           backend::DeviceMesh *stateOf, DiagnosticEngine &diag)
+      -> std::unique_ptr<backend::DeviceMesh> {
+    // The CPU's devices keep no state of their own (keepState() is false),
+    // so no mesh is ever made to share it.
+    (void)stateOf;
     backend::cpu::MeshOptions o = options;
     if (communicators)
       o.communicators = communicators;
@@ -71,8 +73,8 @@ std::unique_ptr<MeshRunner> MeshRunner::create(MeshStep step,
     r->communicators_ = devices.acrossProcesses
                             ? devices.acrossProcesses(*processes)
                             : processes->communicators();
-  r->executor_ =
-      devices.make(s.mesh, s.step.perDevice(), r->communicators_, diag);
+  r->executor_ = devices.make(s.mesh, s.step.perDevice(), r->communicators_,
+                              nullptr, diag);
   if (!r->executor_)
     return nullptr;
   r->local_.assign(r->executor_->localDevices().begin(),
@@ -80,13 +82,12 @@ std::unique_ptr<MeshRunner> MeshRunner::create(MeshStep step,
   r->resident_.resize(r->local_.size());
   for (int64_t d : r->local_)
     r->times_.push_back({d, 0, 0});
-  // One executor holds everything a device keeps: its devices may keep it
-  // (the micro-batch executors of accumulation read the parameters from
-  // the host's parts, so those stay current there).
-  if (s.accumulate <= 1) {
-    r->stateOnDevices_ = r->executor_->keepState();
+  // The step's executor holds everything a device keeps: its devices may
+  // keep it, and then the micro-batch executors of accumulation share it
+  // on the devices (their gradient sums stay there too).
+  r->stateOnDevices_ = r->executor_->keepState();
+  if (s.accumulate <= 1)
     return r;
-  }
   // Micro-batches whose devices run the same programs share an executor.
   std::map<std::vector<size_t>, size_t> byPrograms;
   int64_t n = s.mesh.numDevices();
@@ -118,7 +119,9 @@ std::unique_ptr<MeshRunner> MeshRunner::create(MeshStep step,
     auto [it, inserted] =
         byPrograms.try_emplace(programs, r->microExecutors_.size());
     if (inserted) {
-      auto e = devices.make(s.mesh, exes, r->communicators_, diag);
+      auto e =
+          devices.make(s.mesh, exes, r->communicators_,
+                       r->stateOnDevices_ ? r->executor_.get() : nullptr, diag);
       if (!e)
         return nullptr;
       r->microExecutors_.push_back(std::move(e));

@@ -34,11 +34,16 @@ struct MeshDevices {
   bool trace = false;
   // Makes the devices of `mesh` running `programs` (one per device), with
   // `communicators` (empty: the backend's own, every device in this
-  // process); reports and returns null when it cannot.
+  // process); reports and returns null when it cannot. `stateOf`, when
+  // given, is a mesh made by the same make() on the same devices that
+  // keeps the step's state (DeviceMesh::keepState): the new mesh's devices
+  // run other programs of the step (the micro-batches of gradient
+  // accumulation) on that state, in the same device memory, and leave
+  // their gradient sums there (DeviceMesh::keepState says how).
   std::function<std::unique_ptr<backend::DeviceMesh>(
       const ir::Mesh &mesh, std::vector<const backend::Executable *> programs,
       const backend::CommunicatorFactory &communicators,
-      DiagnosticEngine &diag)>
+      backend::DeviceMesh *stateOf, DiagnosticEngine &diag)>
       make;
   // The communicators of a mesh shared among the job's processes; empty:
   // the process group's own (host memory, ProcessGroup::communicators).

@@ -3,13 +3,16 @@
 // CPU's simulated devices, holds each device's state in memory of its own
 // and counts every byte that crosses into and out of it. Against the plain
 // CPU mesh: the same losses bit for bit, no state bytes after the first
-// step, only scalars out, a gather and a checkpoint's parts fetched from
-// the devices, and a load copied in again.
+// step (with gradient accumulation too: the micro-batches share the step's
+// state and leave their gradient sums on the devices), only scalars out, a
+// gather and a checkpoint's parts fetched from the devices, and a load
+// copied in again.
 #include "MeshTestSupport.h"
 #include "SourcePath.h"
 
 #include "frontend/Frontend.h"
 #include "passes/Optimizer.h"
+#include "runtime/ShardTensor.h"
 #include "runtime/session/MeshRunner.h"
 #include "runtime/session/MeshStep.h"
 
@@ -20,12 +23,27 @@ namespace {
 
 // Simulated CPU devices that keep the parameters and state "on the device":
 // in held_, copied from the arguments only when not current, updated in
-// place, read back by readState(). Every byte in and out is counted.
+// place, read back by readState(). A mesh made to share another's state
+// (the micro-batches of accumulation) uses the holder's held_ and leaves
+// its gradient sums in the holder's sums_. Every byte in and out is
+// counted, by the mesh that moves it.
 class KeepingMesh final : public DeviceMesh {
 public:
   KeepingMesh(std::unique_ptr<DeviceMesh> inner,
-              std::vector<const Executable *> programs)
-      : inner_(std::move(inner)), programs_(std::move(programs)) {}
+              std::vector<const Executable *> programs, KeepingMesh *holder)
+      : inner_(std::move(inner)), programs_(std::move(programs)),
+        holder_(holder) {
+    size_t n = inner_->localDevices().size();
+    persistent_.assign(n, {});
+    for (size_t k = 0; k < n; ++k)
+      for (const auto &arg :
+           programs_[static_cast<size_t>(inner_->localDevices()[k])]
+               ->module->graph()
+               .arguments())
+        if (arg->isPersistent())
+          persistent_[k].insert(arg->name());
+    keep_ = holder != nullptr;
+  }
 
   uint64_t bytesIn = 0, stateBytesIn = 0, bytesOut = 0;
   // Since the last run began (lastTransfers).
@@ -39,22 +57,18 @@ public:
     keep_ = true;
     size_t n = inner_->localDevices().size();
     held_.assign(n, {});
-    current_.assign(n, 0);
-    persistent_.assign(n, {});
-    for (size_t k = 0; k < n; ++k)
-      for (const auto &arg :
-           programs_[static_cast<size_t>(inner_->localDevices()[k])]
-               ->module->graph()
-               .arguments())
-        if (arg->isPersistent())
-          persistent_[k].insert(arg->name());
+    sums_.assign(n, {});
+    onDevice_.assign(n, {});
     return true;
   }
-  void stateChanged() override { current_.assign(current_.size(), 0); }
+  void stateChanged() override {
+    for (std::set<std::string> &names : onDevice_)
+      names.clear();
+  }
   FailureOr<runtime::Tensor> readState(size_t k, const std::string &name,
                                        DiagnosticEngine &diag) override {
     auto it = held_[k].find(name);
-    if (!current_[k] || it == held_[k].end()) {
+    if (!onDevice_[k].count(name) || it == held_[k].end()) {
       diag.error("no current '" + name + "'");
       return failure();
     }
@@ -67,7 +81,6 @@ public:
   run(const std::vector<NamedTensors> &arguments, DiagnosticEngine &diag,
       llvm::StringRef context,
       const std::vector<UpdateTargets> *updateInto) override {
-    size_t n = arguments.size();
     uint64_t inBefore = bytesIn, outBefore = bytesOut;
     auto ran = runCounted(arguments, diag, context, updateInto);
     sinceRun = {bytesIn - inBefore, bytesOut - outBefore};
@@ -91,6 +104,7 @@ public:
               bytesOut += t.nbytes();
       return ran;
     }
+    KeepingMesh &home = holder_ ? *holder_ : *this;
     // The inputs come in; the state only when not current.
     std::vector<NamedTensors> args(n);
     for (size_t k = 0; k < n; ++k)
@@ -98,35 +112,53 @@ public:
         if (!persistent_[k].count(name)) {
           bytesIn += t.nbytes();
           args[k].emplace(name, t);
-        } else if (!current_[k]) {
+        } else if (!home.onDevice_[k].count(name)) {
           bytesIn += t.nbytes();
           stateBytesIn += t.nbytes();
-          held_[k].insert_or_assign(name, t);
+          home.held_[k].insert_or_assign(name, t);
+          home.onDevice_[k].insert(name);
         }
       }
-    // The held state is lent to the run and updated in place.
+    // The held state is lent to the run and updated in place; the holder's
+    // run reads the micro-batches' sums where they left them.
     std::vector<UpdateTargets> into(n);
     for (size_t k = 0; k < n; ++k) {
-      for (auto &[name, t] : held_[k])
-        args[k].emplace(name, std::move(t));
+      for (const std::string &name : persistent_[k])
+        args[k].emplace(name, std::move(home.held_[k].at(name)));
       for (const std::string &name : persistent_[k])
         into[k].emplace(name, &args[k].at(name));
+      if (!holder_)
+        for (auto &[name, t] : sums_[k])
+          args[k].insert_or_assign(name, std::move(t));
     }
     auto ran = inner_->run(args, diag, context, &into);
     for (size_t k = 0; k < n; ++k)
-      for (auto &[name, t] : held_[k])
-        t = std::move(args[k].at(name));
+      for (const std::string &name : persistent_[k])
+        home.held_[k].at(name) = std::move(args[k].at(name));
+    if (!holder_)
+      for (NamedTensors &sums : sums_)
+        sums.clear();
     if (ran.failed())
       return failure();
-    current_.assign(n, 1);
-    // Only the scalars come out; updates stay.
+    // Only the scalars come out; updates stay, and so do the sums the
+    // holder takes.
     std::vector<RunResult> out(n);
     for (size_t k = 0; k < n; ++k)
-      for (auto &[name, t] : (*ran)[k].outputs)
+      for (auto &[name, t] : (*ran)[k].outputs) {
+        if (holder_ &&
+            llvm::StringRef(name).startswith(passes::kMicroSumPrefix)) {
+          auto it = home.sums_[k].find(name);
+          if (it == home.sums_[k].end())
+            home.sums_[k].emplace(name, std::move(t));
+          else
+            it->second = runtime::sumTensors({it->second, t});
+          continue;
+        }
         if (t.numel() == 1) {
           bytesOut += t.nbytes();
           out[k].outputs.emplace(name, std::move(t));
         }
+      }
     return out;
   }
 
@@ -148,20 +180,38 @@ public:
 private:
   std::unique_ptr<DeviceMesh> inner_;
   std::vector<const Executable *> programs_;
+  KeepingMesh *holder_ = nullptr;
   bool keep_ = false;
-  std::vector<NamedTensors> held_;
-  std::vector<char> current_;
+  // Per local device (of the holder): the state, the micro-batches' sums
+  // since its last run, and the names whose held value is current.
+  std::vector<NamedTensors> held_, sums_;
+  std::vector<std::set<std::string>> onDevice_;
   std::vector<std::set<std::string>> persistent_;
 };
 
 struct Runner {
   std::unique_ptr<session::MeshRunner> runner;
-  KeepingMesh *keeping = nullptr; // the test mesh, when it is one
+  // The test meshes, when they are: the step's first (the holder of the
+  // state), then the micro-batches' of accumulation.
+  std::vector<KeepingMesh *> keeping;
+
+  // Summed over the test meshes.
+  uint64_t total(uint64_t KeepingMesh::*count) const {
+    uint64_t sum = 0;
+    for (const KeepingMesh *k : keeping)
+      sum += k->*count;
+    return sum;
+  }
+  uint64_t bytesIn() const { return total(&KeepingMesh::bytesIn); }
+  uint64_t stateBytesIn() const { return total(&KeepingMesh::stateBytesIn); }
+  uint64_t bytesOut() const { return total(&KeepingMesh::bytesOut); }
 };
 
-Runner makeRunner(const ir::Module &model, const char *meshText, bool keep) {
+Runner makeRunner(const ir::Module &model, const char *meshText, int accumulate,
+                  bool keep) {
   DiagnosticEngine diag;
   SessionOptions options;
+  options.accumulate = accumulate;
   auto config = session::meshConfig(meshOf(meshText), model, options, diag);
   REQUIRE(config.succeeded());
   auto step = session::buildMeshStep(model, *config, diag);
@@ -171,18 +221,19 @@ Runner makeRunner(const ir::Module &model, const char *meshText, bool keep) {
   Runner r;
   if (keep) {
     auto plain = devices.make;
-    devices.make = [plain,
-                    &r](const ir::Mesh &mesh,
-                        std::vector<const Executable *> programs,
-                        const CommunicatorFactory &communicators,
-                        DiagnosticEngine &d) -> std::unique_ptr<DeviceMesh> {
-      auto inner = plain(mesh, programs, communicators, d);
+    devices.make =
+        [plain,
+         &r](const ir::Mesh &mesh, std::vector<const Executable *> programs,
+             const CommunicatorFactory &communicators, DeviceMesh *stateOf,
+             DiagnosticEngine &d) -> std::unique_ptr<DeviceMesh> {
+      auto inner = plain(mesh, programs, communicators, nullptr, d);
       if (!inner)
         return nullptr;
-      auto mesh_ =
-          std::make_unique<KeepingMesh>(std::move(inner), std::move(programs));
-      r.keeping = mesh_.get();
-      return mesh_;
+      auto made =
+          std::make_unique<KeepingMesh>(std::move(inner), std::move(programs),
+                                        static_cast<KeepingMesh *>(stateOf));
+      r.keeping.push_back(made.get());
+      return made;
     };
   }
   r.runner =
@@ -221,56 +272,64 @@ TEST_CASE("mesh runner: devices that keep their state move only the batch "
   auto model = frontend::compileModelFile(
       mgc::test::sourceDir() + "/samples/gpt.mg", compile, diag);
   REQUIRE(model);
-  for (const char *mesh : {"dp=2", "dp=2,tp=2"}) {
-    INFO(mesh);
-    Runner plain = makeRunner(*model, mesh, false);
-    Runner kept = makeRunner(*model, mesh, true);
-    REQUIRE(kept.keeping);
-    KeepingMesh &k = *kept.keeping;
+  struct Case {
+    std::string mesh;
+    int accumulate;
+  };
+  for (const Case &c : {Case{"dp=2", 1}, Case{"dp=2,tp=2", 1}, Case{"dp=2", 2},
+                        Case{"dp=2,tp=2", 2}, Case{"tp=2", 4}}) {
+    CAPTURE(c.mesh);
+    CAPTURE(c.accumulate);
+    Runner plain = makeRunner(*model, c.mesh.c_str(), c.accumulate, false);
+    Runner kept = makeRunner(*model, c.mesh.c_str(), c.accumulate, true);
+    // The step's mesh, and one per distinct set of micro-batch programs.
+    REQUIRE(kept.keeping.size() >= (c.accumulate > 1 ? 2u : 1u));
     uint64_t batchBytes = 0;
     auto run = [&](int step) {
       NamedTensors inputs = inputsOf(*model, step);
       auto a = plain.runner->run(inputs, diag);
-      uint64_t before = k.bytesIn;
+      uint64_t before = kept.bytesIn(), outBefore = kept.bytesOut();
       auto b = kept.runner->run(inputs, diag);
       REQUIRE(a.succeeded());
       REQUIRE(b.succeeded());
       // What the runner reports: the plain mesh's devices copy nothing,
-      // the kept ones what the test mesh counted.
+      // the kept ones what the test meshes counted.
       REQUIRE(plain.runner->lastTransfers());
       CHECK(plain.runner->lastTransfers()->hostToDevice == 0);
       CHECK(plain.runner->lastTransfers()->deviceToHost == 0);
       REQUIRE(kept.runner->lastTransfers());
-      CHECK(kept.runner->lastTransfers()->hostToDevice == k.bytesIn - before);
-      // The test mesh's count includes the step counter's readState.
+      CHECK(kept.runner->lastTransfers()->hostToDevice ==
+            kept.bytesIn() - before);
+      // The test meshes' count includes the step counter's readState.
       CHECK(kept.runner->lastTransfers()->deviceToHost ==
-            k.sinceRun.deviceToHost);
+            kept.bytesOut() - outBefore);
       CHECK(sameTensors(a->outputs, b->outputs));
       // The step counter, read from the devices.
       CHECK(sameTensors(a->updates, b->updates));
-      return k.bytesIn - before;
+      return kept.bytesIn() - before;
     };
     uint64_t first = run(0);
-    CHECK(k.stateBytesIn > 0);
-    uint64_t stateAfterFirst = k.stateBytesIn;
+    CHECK(kept.stateBytesIn() > 0);
+    uint64_t stateAfterFirst = kept.stateBytesIn();
     for (int step = 1; step < 3; ++step) {
-      uint64_t outBefore = k.bytesOut;
+      uint64_t outBefore = kept.bytesOut();
       batchBytes = run(step);
-      CHECK(k.stateBytesIn == stateAfterFirst);
-      // The scalar outputs of each device (loss, lr, grad_norm) and the
-      // step counter: a few bytes, nothing of the parameters.
-      CHECK(k.bytesOut - outBefore > 0);
-      CHECK(k.bytesOut - outBefore <= 64 * 4);
+      CHECK(kept.stateBytesIn() == stateAfterFirst);
+      // The scalar outputs of each device and micro-batch (loss, lr,
+      // grad_norm) and the step counter: a few bytes, nothing of the
+      // parameters or the gradients.
+      CHECK(kept.bytesOut() - outBefore > 0);
+      CHECK(kept.bytesOut() - outBefore <= 64 * 4 * c.accumulate);
     }
     CHECK(batchBytes < first);
     // A gather fetches the devices' state: the plain mesh's bits.
-    uint64_t outBefore = k.bytesOut;
+    uint64_t outBefore = kept.bytesOut();
     auto wholeA = plain.runner->gather(diag);
     auto wholeB = kept.runner->gather(diag);
     REQUIRE(wholeA.succeeded());
     REQUIRE(wholeB.succeeded());
     CHECK(sameTensors(*wholeA, *wholeB));
-    CHECK(k.bytesOut - outBefore >= stateAfterFirst);
+    CHECK(kept.bytesOut() - outBefore >= stateAfterFirst);
     // So do a checkpoint's parts.
     REQUIRE(succeeded(kept.runner->syncState(diag)));
     CHECK(kept.runner->localSlabs().size() ==
@@ -279,9 +338,9 @@ TEST_CASE("mesh runner: devices that keep their state move only the batch "
     REQUIRE(succeeded(plain.runner->load(*wholeA, diag)));
     REQUIRE(succeeded(kept.runner->load(*wholeB, diag)));
     run(3);
-    CHECK(k.stateBytesIn == 2 * stateAfterFirst);
+    CHECK(kept.stateBytesIn() == 2 * stateAfterFirst);
     run(4);
-    CHECK(k.stateBytesIn == 2 * stateAfterFirst);
+    CHECK(kept.stateBytesIn() == 2 * stateAfterFirst);
   }
 }
 
