@@ -254,6 +254,12 @@ run_checks() {
     judged_row "mesh $model $flags: largest loss difference" \
       "$(loss_diff "$work/mesh-cpu.json" "$work/mesh-cuda.json" 2>/dev/null || echo failed)" \
       $kFp32Limit
+    # Accumulation leaves the state and the gradient sums on the GPU: only
+    # the batch goes in after the first step.
+    case $flags in *accumulate*)
+      row "mesh $model $flags: last step's copies" \
+        "$(transfers "$work/mesh-cuda.json" 2>/dev/null || echo failed)" ;;
+    esac
     rm -f "$work/mesh-cpu.json" "$work/mesh-cuda.json"
   done
 
