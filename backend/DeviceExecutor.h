@@ -2,8 +2,9 @@
 // arguments bound by name, parameters and optimizer state kept in the
 // device's memory between runs, the next batch handed over early, and
 // every byte that crosses between host and device counted. The CUDA
-// executor implements it; tests implement it on host memory, so that what a
-// session does with a device is checked without one.
+// executor implements it, and the CPU's (backend/cpu/CpuDevice.h: host
+// memory is its device memory); tests implement it on host memory, so that
+// what a session does with a device is checked without one.
 #pragma once
 
 #include "backend/DeviceMesh.h"
@@ -71,6 +72,8 @@ public:
                                                   DiagnosticEngine &diag) = 0;
   // Whether a run may hand over the next run's inputs (RunControl::next).
   virtual bool acceptsNextInputs() const = 0;
+  // The program it runs.
+  virtual const Executable &executable() const = 0;
   // What the last run copied between host and device (its inputs, the
   // next run's handed over, the outputs it returned), and what
   // readArgument has read since.

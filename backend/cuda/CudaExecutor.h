@@ -108,7 +108,7 @@ public:
   // with CudaOptions::graph.
   bool acceptsNextInputs() const override;
 
-  const Executable &executable() const;
+  const Executable &executable() const override;
   // The order, launches and arena placement the executor runs.
   const LaunchPlan &launchPlan() const;
   // Bytes of the one device allocation.

@@ -142,10 +142,13 @@ LogicalResult MeshRunner::createPipeline(DiagnosticEngine &diag) {
   unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
   unsigned perDevice = std::max<unsigned>(
       1, hardware / static_cast<unsigned>(std::max<int64_t>(1, devicesHere)));
-  pipeline_ = PipelineRunner::create(s.pipeline, perDevice, devices_.trace,
-                                     several ? processes_->communicators()
-                                             : backend::CommunicatorFactory(),
-                                     diag);
+  pipeline_ = PipelineRunner::create(
+      s.pipeline,
+      devices_.pipelineExecutors ? devices_.pipelineExecutors
+                                 : PipelineRunner::cpuExecutors(perDevice),
+      devices_.trace,
+      several ? processes_->communicators() : backend::CommunicatorFactory(),
+      diag);
   if (!pipeline_)
     return failure();
   local_.assign(pipeline_->localDevices().begin(),
@@ -489,8 +492,8 @@ FailureOr<RunResult> MeshRunner::run(const NamedTensors &inputs,
   }
   RunResult out;
   nonFinite_.reset();
-  // Summed over the executors the step runs (runExecutor); a pipeline's
-  // stages run on the CPU and copy nothing.
+  // Summed over the executors the step runs (runExecutor, and a
+  // pipeline's).
   transfers_ = backend::TransferBytes{};
   if (pipeline_) {
     std::map<int64_t, NamedTensors> pieces, applied;
@@ -502,6 +505,7 @@ FailureOr<RunResult> MeshRunner::run(const NamedTensors &inputs,
         failed(joinOutputs(s.logicalOf(s.step), s.step.programs, applied,
                            out.outputs, diag)))
       return failure();
+    *transfers_ += pipeline_->takeTransfers();
   } else {
     std::vector<NamedTensors> parts(n);
     if (failed(runWhole(inputs, parts, out, diag, context)))

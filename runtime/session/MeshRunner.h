@@ -52,6 +52,9 @@ struct MeshDevices {
   // Whether the devices can run a pipeline (MeshStep::pipeline: the CPU's
   // simulated devices, in one process or shared among processes).
   bool runsPipelines = false;
+  // The executors of a pipeline's programs (PipelineRunner::create); empty:
+  // the CPU's, the process's cores shared among its devices.
+  PipelineRunner::ExecutorFactory pipelineExecutors;
 };
 
 // Simulated CPU devices with `options` (their communicators replaced by the

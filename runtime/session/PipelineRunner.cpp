@@ -1,5 +1,6 @@
 #include "runtime/session/PipelineRunner.h"
 
+#include "backend/cpu/CpuDevice.h"
 #include "backend/cpu/InProcessCommunicator.h"
 #include "runtime/ShardTensor.h"
 
@@ -58,8 +59,8 @@ std::vector<Phase> phasesOf(passes::Work work, bool splitBackward) {
 
 // Runs `exe` on `refs`; on failure `first` is its first error.
 FailureOr<backend::RunResult>
-runProgram(backend::cpu::CpuExecutor &exe,
-           const backend::cpu::CpuExecutor::TensorRefs &refs,
+runProgram(backend::DeviceExecutor &exe,
+           const backend::DeviceExecutor::TensorRefs &refs,
            std::string &first) {
   DiagnosticEngine local;
   local.setHandler([&](Severity severity, Loc, const std::string &m) {
@@ -90,6 +91,7 @@ struct PipelineRunner::Shared {
   std::vector<std::vector<StageOutput>> outputs;
   std::vector<uint64_t> bytesSent;
   std::vector<double> busySeconds, waitSeconds;
+  std::vector<backend::TransferBytes> transfers;
   // Per thread, its timeline (when tracing).
   std::vector<std::vector<backend::TraceEvent>> events;
   // Across processes: per thread, its micro-batches' outputs summed over
@@ -106,9 +108,23 @@ double PipelineRunner::Times::bubble() const {
   return total > 0 ? 1 - busy / total : 0;
 }
 
-std::unique_ptr<PipelineRunner> PipelineRunner::create(
-    std::shared_ptr<const PipelinePart> part, unsigned threads, bool trace,
-    const backend::CommunicatorFactory &communicators, DiagnosticEngine &diag) {
+PipelineRunner::ExecutorFactory PipelineRunner::cpuExecutors(unsigned threads) {
+  return
+      [threads](
+          const backend::Executable &program, backend::Communicator &comm,
+          DiagnosticEngine &diag) -> std::unique_ptr<backend::DeviceExecutor> {
+        backend::cpu::CpuOptions options;
+        options.threads = std::max(1u, threads);
+        options.comm = &comm;
+        return backend::cpu::CpuDevice::create(program, options, diag);
+      };
+}
+
+std::unique_ptr<PipelineRunner>
+PipelineRunner::create(std::shared_ptr<const PipelinePart> part,
+                       const ExecutorFactory &executors, bool trace,
+                       const backend::CommunicatorFactory &communicators,
+                       DiagnosticEngine &diag) {
   std::unique_ptr<PipelineRunner> r(new PipelineRunner());
   r->trace_ = trace;
   r->traceOrigin_ = Clock::now();
@@ -151,11 +167,8 @@ std::unique_ptr<PipelineRunner> PipelineRunner::create(
         if (p.schedule.deviceOf(static_cast<int64_t>(v)) != d ||
             !stages[v].empty())
           continue;
-        backend::cpu::CpuOptions options;
-        options.threads = std::max(1u, threads);
-        options.comm = &r->comms_->endpoint(device);
         for (const auto &exe : p.executables[k][v]) {
-          auto e = backend::cpu::CpuExecutor::create(*exe, options, diag);
+          auto e = executors(*exe, r->comms_->endpoint(device), diag);
           if (!e)
             return nullptr;
           stages[v].push_back(std::move(e));
@@ -168,18 +181,16 @@ std::unique_ptr<PipelineRunner> PipelineRunner::create(
     int64_t owner = device / perStage, rr = device % perStage;
     const MeshPart &gather = p.applyGather[owner];
     const MeshPart &update = p.applyUpdate[owner];
-    backend::cpu::CpuOptions options;
-    options.threads = std::max(1u, threads);
-    options.comm = &r->comms_->endpoint(device);
+    backend::Communicator &comm = r->comms_->endpoint(device);
     ApplyExecutors &mine = r->applyExecutors_[device];
-    if (gather.logical && !(mine.gather = backend::cpu::CpuExecutor::create(
-                                *gather.perDevice()[rr], options, diag)))
+    if (gather.logical &&
+        !(mine.gather = executors(*gather.perDevice()[rr], comm, diag)))
       return nullptr;
-    if (!(mine.update = backend::cpu::CpuExecutor::create(
-              *update.perDevice()[rr], options, diag)))
+    if (!(mine.update = executors(*update.perDevice()[rr], comm, diag)))
       return nullptr;
   }
   r->applyBytes_.assign(static_cast<size_t>(whole.numDevices()), 0);
+  r->applyTransfers_.assign(static_cast<size_t>(whole.numDevices()), {});
   r->applyEvents_.resize(static_cast<size_t>(whole.numDevices()));
   for (const passes::PipelineSplit &split : p.splits) {
     std::map<std::string, StageOutputType> &types =
@@ -257,7 +268,7 @@ void PipelineRunner::runDevice(int64_t d, int64_t r, Shared &shared,
       NamedTensors &mine = held[{stage, micro}];
       std::vector<Phase> phases = phasesOf(op.slot.work, split.splitBackward);
       for (Phase phase : phases) {
-        backend::cpu::CpuExecutor &exe =
+        backend::DeviceExecutor &exe =
             *executors_.at({r, k})[stage][static_cast<size_t>(phase)];
         std::string where =
             shared.context + self + ", micro-batch " + std::to_string(micro) +
@@ -284,6 +295,7 @@ void PipelineRunner::runDevice(int64_t d, int64_t r, Shared &shared,
         auto started = Clock::now();
         FailureOr<backend::RunResult> ran = runProgram(exe, refs, first);
         shared.busySeconds[thread] += secondsSince(started);
+        shared.transfers[thread] += exe.lastTransfers();
         if (trace_)
           shared.events[thread].push_back(
               {meshDevice, backend::TraceEvent::Queue::Compute,
@@ -448,7 +460,7 @@ void PipelineRunner::runApplyDevice(int64_t device, const TensorRefs &arguments,
     comms_->abort(why);
   };
   // Runs `exe` on the tensors of `available` that its program takes.
-  auto runOne = [&](backend::cpu::CpuExecutor &exe, const TensorRefs &available,
+  auto runOne = [&](backend::DeviceExecutor &exe, const TensorRefs &available,
                     const char *what) -> FailureOr<backend::RunResult> {
     TensorRefs refs;
     for (const auto &arg : exe.executable().module->graph().arguments()) {
@@ -459,6 +471,7 @@ void PipelineRunner::runApplyDevice(int64_t device, const TensorRefs &arguments,
     std::string first;
     auto started = Clock::now();
     FailureOr<backend::RunResult> ran = runProgram(exe, refs, first);
+    applyTransfers_[device] += exe.lastTransfers();
     if (trace_)
       applyEvents_[device].push_back(
           {device, backend::TraceEvent::Queue::Compute, what, self,
@@ -546,8 +559,10 @@ PipelineRunner::runApply(const std::vector<TensorRefs> &arguments,
     return failure();
   }
   std::vector<backend::RunResult> out;
-  for (int64_t device : local_)
+  for (int64_t device : local_) {
     out.push_back(std::move(results[static_cast<size_t>(device)]));
+    transfers_ += std::exchange(applyTransfers_[device], {});
+  }
   return out;
 }
 
@@ -569,6 +584,7 @@ PipelineRunner::run(const PerDevice &arguments, DiagnosticEngine &diag,
     return failure();
   }
   comms_->reset();
+  transfers_ = {};
   auto started = Clock::now();
   Shared shared;
   shared.context = context.str();
@@ -576,6 +592,7 @@ PipelineRunner::run(const PerDevice &arguments, DiagnosticEngine &diag,
   shared.bytesSent.assign(numThreads, 0);
   shared.busySeconds.assign(numThreads, 0);
   shared.waitSeconds.assign(numThreads, 0);
+  shared.transfers.assign(numThreads, {});
   shared.events.resize(numThreads);
   shared.reduced.resize(numThreads);
   std::string error = onEveryDevice([&](int64_t device, std::string &why) {
@@ -595,6 +612,7 @@ PipelineRunner::run(const PerDevice &arguments, DiagnosticEngine &diag,
     times_.bytesSent[d] += shared.bytesSent[t];
     times_.busySeconds[d] += shared.busySeconds[t];
     times_.waitSeconds[d] += shared.waitSeconds[t];
+    transfers_ += shared.transfers[t];
   }
 
   std::vector<std::vector<NamedTensors>> out(

@@ -13,8 +13,8 @@
 #pragma once
 
 #include "backend/Communicator.h"
+#include "backend/DeviceExecutor.h"
 #include "backend/DeviceThreads.h"
-#include "backend/cpu/CpuExecutor.h"
 #include "runtime/session/MeshStep.h"
 #include "support/Diagnostics.h"
 #include "support/Result.h"
@@ -31,11 +31,20 @@ namespace mgc::session {
 
 class PipelineRunner {
 public:
-  using TensorRefs = backend::cpu::CpuExecutor::TensorRefs;
+  using TensorRefs = backend::DeviceExecutor::TensorRefs;
   using NamedTensors = backend::NamedTensors;
+  // Makes the executor of one program on a device of the whole mesh, with
+  // that device's communicator; reports and returns null when it cannot.
+  using ExecutorFactory =
+      std::function<std::unique_ptr<backend::DeviceExecutor>(
+          const backend::Executable &program, backend::Communicator &comm,
+          DiagnosticEngine &diag)>;
+  // The CPU's executors, each with `threads` kernel threads (counting its
+  // own).
+  static ExecutorFactory cpuExecutors(unsigned threads);
 
-  // `threads`: kernel threads of each device (counting its own). Reports
-  // and returns null when a program cannot run on the CPU.
+  // `executors` makes every program's executor (the stages' and the
+  // optimizer step's); reports and returns null when a program cannot run.
   // `trace`: record a timeline of every device's work and waits.
   // `communicators` makes the communicators of the whole mesh (pp, then
   // the stage mesh's axes) and so chooses the devices this process runs:
@@ -43,7 +52,8 @@ public:
   // over several processes each runs its devices and gets the outputs its
   // devices give (one several give summed over the pipeline).
   static std::unique_ptr<PipelineRunner>
-  create(std::shared_ptr<const PipelinePart> part, unsigned threads, bool trace,
+  create(std::shared_ptr<const PipelinePart> part,
+         const ExecutorFactory &executors, bool trace,
          const backend::CommunicatorFactory &communicators,
          DiagnosticEngine &diag);
 
@@ -74,6 +84,12 @@ public:
   // Per device of the whole mesh, the bytes its optimizer steps sent (their
   // collectives and the exchange), summed over the steps.
   const std::vector<uint64_t> &applyBytes() const { return applyBytes_; }
+  // What this process's executors copied between the host and their
+  // devices (DeviceExecutor::lastTransfers) in the last run() and the
+  // runApply() after it; the CPU's copy nothing.
+  backend::TransferBytes takeTransfers() {
+    return std::exchange(transfers_, {});
+  }
 
   // Per pipeline device (the devices of its stage mesh together), over the
   // steps so far: the bytes its messages sent, the seconds its devices
@@ -121,7 +137,7 @@ private:
   // Stage programs of one split, each on its device's own executor:
   // [virtual stage][phase].
   using StageExecutors =
-      std::vector<std::vector<std::unique_ptr<backend::cpu::CpuExecutor>>>;
+      std::vector<std::vector<std::unique_ptr<backend::DeviceExecutor>>>;
 
   std::shared_ptr<const PipelinePart> part_;
   // The whole mesh's communicators: the messages between stages and the
@@ -145,10 +161,13 @@ private:
   // has none); per device of the whole mesh, the bytes its steps sent and
   // (when tracing) the events of its last one.
   struct ApplyExecutors {
-    std::unique_ptr<backend::cpu::CpuExecutor> gather, update;
+    std::unique_ptr<backend::DeviceExecutor> gather, update;
   };
   std::map<int64_t, ApplyExecutors> applyExecutors_;
   std::vector<uint64_t> applyBytes_;
+  // Summed since takeTransfers(); per device, its optimizer step's.
+  backend::TransferBytes transfers_;
+  std::vector<backend::TransferBytes> applyTransfers_;
   std::vector<std::vector<backend::TraceEvent>> applyEvents_;
   Times times_;
   bool trace_ = false;

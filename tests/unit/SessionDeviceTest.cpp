@@ -8,6 +8,7 @@
 // values; a parameter set on the host goes in again; with a CUDA Graph the
 // next batch is handed over during a step.
 #include "CpuTestSupport.h"
+#include "HostDevice.h"
 #include "SessionTestSupport.h"
 
 #include "backend/DeviceExecutor.h"
@@ -18,108 +19,13 @@ namespace {
 
 using session_test::sample;
 
-class HostDevice final : public DeviceExecutor {
-public:
-  static std::unique_ptr<DeviceExecutor>
-  create(const Executable &exe, bool graph, DiagnosticEngine &diag) {
-    auto cpu = cpu::CpuExecutor::create(exe, cpu::CpuOptions(), diag);
-    if (!cpu)
-      return nullptr;
-    auto d = std::make_unique<HostDevice>();
-    d->exe_ = &exe;
-    d->cpu_ = std::move(cpu);
-    d->graph_ = graph;
-    return d;
-  }
-
-  FailureOr<RunResult> run(const TensorRefs &arguments, DiagnosticEngine &diag,
-                           const RunControl &control) override {
-    moved_ = {};
-    const ir::Graph &g = exe_->module->graph();
-    if ((control.next || control.staged) && !graph_) {
-      diag.error("inputs handed over early need a graph");
-      return failure();
-    }
-    for (const auto &[name, tensor] : arguments) {
-      const ir::Value *arg = g.findArgument(name);
-      if (!arg) {
-        diag.error("no argument '" + name + "'");
-        return failure();
-      }
-      bool input = arg->kind() == ir::ValueKind::Input;
-      if (input && control.staged) {
-        auto it = staged_.find(name);
-        if (it == staged_.end()) {
-          diag.error("input '" + name + "' was not handed over");
-          return failure();
-        }
-        device_.insert_or_assign(name, std::move(it->second));
-        continue;
-      }
-      if (!input && control.resident && control.resident->count(name)) {
-        if (!device_.count(name)) {
-          diag.error("'" + name + "' is resident but was never copied in");
-          return failure();
-        }
-        continue;
-      }
-      device_.insert_or_assign(name, *tensor);
-      moved_.hostToDevice += tensor->nbytes();
-    }
-    staged_.clear();
-    TensorRefs onDevice;
-    for (const auto &[name, tensor] : arguments)
-      onDevice.emplace(name, &device_.at(name));
-    UpdateTargets into;
-    for (const ir::Update &u : g.updates())
-      into.emplace(u.target->name(), &device_.at(u.target->name()));
-    auto ran = cpu_->run(onDevice, diag,
-                         control.updatesStayOnDevice ? &into : nullptr);
-    if (ran.failed())
-      return failure();
-    if (control.next)
-      for (const auto &[name, tensor] : *control.next) {
-        staged_.insert_or_assign(name, tensor);
-        moved_.hostToDevice += tensor.nbytes();
-      }
-    RunResult out;
-    for (auto &[name, t] : ran->outputs)
-      if (!control.scalarOutputsOnly || t.numel() == 1) {
-        moved_.deviceToHost += t.nbytes();
-        out.outputs.emplace(name, std::move(t));
-      }
-    for (auto &[name, t] : ran->updates) {
-      moved_.deviceToHost += t.nbytes();
-      out.updates.emplace(name, std::move(t));
-    }
-    return out;
-  }
-
-  FailureOr<runtime::Tensor> readArgument(const std::string &name,
-                                          DiagnosticEngine &diag) override {
-    auto it = device_.find(name);
-    if (it == device_.end()) {
-      diag.error("'" + name + "' is not on the device");
-      return failure();
-    }
-    moved_.deviceToHost += it->second.nbytes();
-    return it->second;
-  }
-  bool acceptsNextInputs() const override { return graph_; }
-  TransferBytes lastTransfers() const override { return moved_; }
-
-private:
-  const Executable *exe_ = nullptr;
-  std::unique_ptr<cpu::CpuExecutor> cpu_;
-  bool graph_ = false;
-  NamedTensors device_, staged_;
-  TransferBytes moved_;
-};
-
 // Sessions made while it lives run on --backend cuda on HostDevice.
 struct OnHostDevice {
   OnHostDevice() {
-    session::setDeviceExecutorFactoryForTests(HostDevice::create);
+    session::setDeviceExecutorFactoryForTests(
+        [](const Executable &exe, bool graph, DiagnosticEngine &diag) {
+          return HostDevice::create(exe, graph, diag);
+        });
   }
   ~OnHostDevice() { session::setDeviceExecutorFactoryForTests({}); }
 };

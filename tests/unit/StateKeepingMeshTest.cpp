@@ -7,6 +7,7 @@
 // state and leave their gradient sums on the devices), only scalars out, a
 // gather and a checkpoint's parts fetched from the devices, and a load
 // copied in again.
+#include "HostDevice.h"
 #include "MeshTestSupport.h"
 #include "SourcePath.h"
 
@@ -263,14 +264,19 @@ bool sameTensors(const NamedTensors &a, const NamedTensors &b) {
   return true;
 }
 
-TEST_CASE("mesh runner: devices that keep their state move only the batch "
-          "and scalars, with the plain mesh's results") {
-  DiagnosticEngine diag;
+// A GPT small enough to train in a few milliseconds per step.
+std::unique_ptr<ir::Module> tinyGpt(DiagnosticEngine &diag) {
   frontend::CompileOptions compile;
   compile.defines = {{"V", "32"}, {"T", "8"}, {"D", "16"},
                      {"H", "2"},  {"L", "2"}, {"B", "4"}};
-  auto model = frontend::compileModelFile(
-      mgc::test::sourceDir() + "/samples/gpt.mg", compile, diag);
+  return frontend::compileModelFile(mgc::test::sourceDir() + "/samples/gpt.mg",
+                                    compile, diag);
+}
+
+TEST_CASE("mesh runner: devices that keep their state move only the batch "
+          "and scalars, with the plain mesh's results") {
+  DiagnosticEngine diag;
+  auto model = tinyGpt(diag);
   REQUIRE(model);
   struct Case {
     std::string mesh;
@@ -341,6 +347,74 @@ TEST_CASE("mesh runner: devices that keep their state move only the batch "
     CHECK(kept.stateBytesIn() == 2 * stateAfterFirst);
     run(4);
     CHECK(kept.stateBytesIn() == 2 * stateAfterFirst);
+  }
+}
+
+// A pipeline's programs on device executors (PipelineRunner's factory): the
+// test executor on host memory, which counts its copies, gives the CPU
+// executors' bits, and the runner reports what the executors copied.
+TEST_CASE("mesh runner: a pipeline's programs run on device executors") {
+  DiagnosticEngine diag;
+  auto model = tinyGpt(diag);
+  REQUIRE(model);
+  for (std::string mesh : {"pp=2", "pp=2,dp=2"}) {
+    CAPTURE(mesh);
+    std::vector<HostDevice *> made;
+    auto makeRunner = [&](bool onTestDevices) {
+      SessionOptions options;
+      options.accumulate = 2;
+      auto config =
+          session::meshConfig(meshOf(mesh.c_str()), *model, options, diag);
+      REQUIRE(config.succeeded());
+      auto step = session::buildMeshStep(*model, *config, diag);
+      REQUIRE(step.succeeded());
+      session::MeshDevices devices =
+          session::cpuMeshDevices(cpu::MeshOptions());
+      devices.runsPipelines = true;
+      if (onTestDevices)
+        devices.pipelineExecutors =
+            [&made](const Executable &program, Communicator &comm,
+                    DiagnosticEngine &d) -> std::unique_ptr<DeviceExecutor> {
+          auto e = HostDevice::create(program, false, d, &comm);
+          if (e)
+            made.push_back(static_cast<HostDevice *>(e.get()));
+          return e;
+        };
+      auto runner =
+          session::MeshRunner::create(std::move(*step), devices, nullptr, diag);
+      REQUIRE(runner);
+      REQUIRE(succeeded(runner->initialize(5, diag)));
+      return runner;
+    };
+    auto plain = makeRunner(false);
+    auto tested = makeRunner(true);
+    REQUIRE(!made.empty());
+    uint64_t reportedIn = 0, reportedOut = 0;
+    for (int step = 0; step < 3; ++step) {
+      NamedTensors inputs = inputsOf(*model, step);
+      auto a = plain->run(inputs, diag);
+      auto b = tested->run(inputs, diag);
+      REQUIRE(a.succeeded());
+      REQUIRE(b.succeeded());
+      CHECK(sameTensors(a->outputs, b->outputs));
+      CHECK(sameTensors(a->updates, b->updates));
+      REQUIRE(plain->lastTransfers());
+      CHECK(plain->lastTransfers()->hostToDevice == 0);
+      REQUIRE(tested->lastTransfers());
+      reportedIn += tested->lastTransfers()->hostToDevice;
+      reportedOut += tested->lastTransfers()->deviceToHost;
+    }
+    TransferBytes counted;
+    for (const HostDevice *e : made)
+      counted += e->totalTransfers();
+    CHECK(counted.hostToDevice > 0);
+    CHECK(reportedIn == counted.hostToDevice);
+    CHECK(reportedOut == counted.deviceToHost);
+    auto wholeA = plain->gather(diag);
+    auto wholeB = tested->gather(diag);
+    REQUIRE(wholeA.succeeded());
+    REQUIRE(wholeB.succeeded());
+    CHECK(sameTensors(*wholeA, *wholeB));
   }
 }
 
