@@ -51,6 +51,21 @@ struct RunControl {
   // (runtime::sumTensors), bit for bit.
   enum class HeldOutputs : uint8_t { Return, Assign, Add };
   HeldOutputs heldOutputs = HeldOutputs::Return;
+  // With heldOutputs: the outputs that come back all the same, although
+  // the holder takes them (a sum that other devices' parts go into, in an
+  // order the caller keeps: a pipeline's tied embedding).
+  const std::set<std::string> *returnedOutputs = nullptr;
+};
+
+class DeviceExecutor;
+
+// What a new executor shares with others on its device: the executor whose
+// buffers hold its persistent arguments (it allocates none of its own),
+// and the one whose argument buffers take the outputs it leaves on the
+// device (RunControl::heldOutputs; null: stateOf).
+struct SharedBuffers {
+  DeviceExecutor *stateOf = nullptr;
+  DeviceExecutor *outputsInto = nullptr;
 };
 
 class DeviceExecutor {

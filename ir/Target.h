@@ -1,7 +1,7 @@
 // What each backend can run, as data: the largest fused expression, the
-// highest rank, the widest attention head, and whether it posts pipeline
-// messages itself. The passes that form ops (fuse) read the limits of the
-// module's target, so a program built for a backend never holds an op that
+// highest rank, the widest attention head, and whether a program may post
+// pipeline messages itself. The passes that form ops (fuse) read the limits of
+// the module's target, so a program built for a backend never holds an op that
 // backend refuses; the backend's kernels size their fixed arrays from the
 // same row. Kept free of other headers: CUDA device code includes it.
 #pragma once
@@ -22,7 +22,9 @@ struct TargetLimits {
   int maxRank;
   // The widest attention head (the last dimension of q); 0: no limit.
   int64_t maxAttentionHeadDim;
-  // Whether a device program may hold a pipeline's send and recv.
+  // Whether a device program may hold a pipeline's send and recv ops (the
+  // CPU's interpreter runs them). A pipeline's stage programs hold none:
+  // the pipeline runner passes their values between them on every backend.
   bool pipelineMessages;
 };
 

@@ -31,8 +31,8 @@ std::string exceedsTarget(const Op &op, const TargetLimits &target) {
   if (!target.pipelineMessages &&
       (op.kind() == OpKind::Send || op.kind() == OpKind::Recv))
     return "op '" + op.name().str() + "' (a pipeline's message) is not " +
-           "supported" + on + " yet: pipelines run on the CPU's simulated " +
-           "devices";
+           "supported" + on + ": a pipeline's stage programs pass their " +
+           "values through the pipeline runner";
   for (const Value *v : op.operands())
     if (!withinLimit(v->type().rank(), target.maxRank))
       return "op '" + op.name().str() + "' on a tensor of rank " +

@@ -255,8 +255,10 @@ run_checks() {
       "$(loss_diff "$work/mesh-cpu.json" "$work/mesh-cuda.json" 2>/dev/null || echo failed)" \
       $kFp32Limit
     # Accumulation leaves the state and the gradient sums on the GPU: only
-    # the batch goes in after the first step.
-    case $flags in *accumulate*)
+    # the batch goes in after the first step. A pipeline keeps its state
+    # there too, but its pipe values and the tied embedding's gradient
+    # pass through the host.
+    case $flags in *accumulate* | *pp=*)
       row "mesh $model $flags: last step's copies" \
         "$(transfers "$work/mesh-cuda.json" 2>/dev/null || echo failed)" ;;
     esac
@@ -266,7 +268,8 @@ run_checks() {
   log "== 2c. checkpoints between the backends (saved at step 2, resumed to 4)"
   # The losses of steps 3 and 4 of a resumed run against the CPU's run of
   # four steps without a break.
-  local -a moves=("cuda|cpu|" "cpu|cuda|" "cuda|cpu|--mesh dp=2,tp=2" "cpu|cuda|--mesh dp=2,tp=2")
+  local -a moves=("cuda|cpu|" "cpu|cuda|" "cuda|cpu|--mesh dp=2,tp=2" "cpu|cuda|--mesh dp=2,tp=2"
+    "cuda|cpu|--mesh pp=2" "cpu|cuda|--mesh pp=2")
   local move from to
   for move in "${moves[@]}"; do
     IFS='|' read -r from to flags <<<"$move"

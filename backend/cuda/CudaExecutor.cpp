@@ -158,13 +158,18 @@ struct CudaExecutor::State {
     return success();
   }
 
-  // The holder's argument that output `o` goes into
+  // The executor whose argument buffers take the outputs left on the
+  // device (CudaOptions::outputsInto, or the holder), or null.
+  const CudaExecutor *outputTarget() const {
+    return options.outputsInto ? options.outputsInto : options.stateOf;
+  }
+  // That executor's argument that output `o` goes into
   // (RunControl::heldOutputs), or null.
   const ir::Value *leftInHolder(const ir::Output &o) const {
-    if (!options.stateOf)
+    const CudaExecutor *into = outputTarget();
+    if (!into)
       return nullptr;
-    const ir::Value *arg =
-        options.stateOf->s_->exe.module->graph().findArgument(o.name);
+    const ir::Value *arg = into->s_->exe.module->graph().findArgument(o.name);
     return arg && !arg->isPersistent() && arg->type() == o.value->type()
                ? arg
                : nullptr;
@@ -176,7 +181,7 @@ struct CudaExecutor::State {
     const ir::Value *arg = leftInHolder(o);
     if (!arg)
       return success();
-    DeviceTensor to = options.stateOf->s_->tensorOf(arg);
+    DeviceTensor to = outputTarget()->s_->tensorOf(arg);
     DeviceTensor from = tensorOf(o.value, set);
     int64_t n = o.value->type().size();
     if (!add)
@@ -534,6 +539,13 @@ std::unique_ptr<CudaExecutor> CudaExecutor::create(const Executable &exe,
   }
   if (options.stateOf && failed(s.shareStateOf(*options.stateOf, diag)))
     return nullptr;
+  if (options.outputsInto &&
+      options.outputsInto->s_->options.gpu != options.gpu) {
+    diag.error("an executor leaves its outputs in one on another GPU (" +
+               std::to_string(options.outputsInto->s_->options.gpu) + ", not " +
+               std::to_string(options.gpu) + ") (internal error)");
+    return nullptr;
+  }
   for (size_t i = 0; i < ops.size(); ++i)
     s.offsetOf[ops[i]->result()] = s.plan.offsets[i];
   std::vector<uint32_t> positionInExe(ops.size(), 0);
@@ -720,9 +732,10 @@ FailureOr<RunResult> CudaExecutor::run(const TensorRefs &arguments,
       diag.error("tensor '" + name +
                  "' is not an input, parameter or state of the model");
   if (control.heldOutputs != RunControl::HeldOutputs::Return &&
-      !s.options.stateOf)
+      !s.outputTarget())
     diag.error("outputs left in another executor's buffers need an executor "
-               "made to share its state (CudaOptions::stateOf)");
+               "made to share its state or to leave its outputs in another's "
+               "(CudaOptions::stateOf, outputsInto)");
   if ((control.next || control.staged) && !s.layout.twoInputSets)
     diag.error("inputs handed over early need a CUDA Graph "
                "(CudaOptions::graph)");
@@ -796,7 +809,8 @@ FailureOr<RunResult> CudaExecutor::run(const TensorRefs &arguments,
   };
   const ir::Graph &graph = s.exe.module->graph();
   for (const ir::Output &o : graph.outputs()) {
-    if (control.heldOutputs != RunControl::HeldOutputs::Return) {
+    if (control.heldOutputs != RunControl::HeldOutputs::Return &&
+        !(control.returnedOutputs && control.returnedOutputs->count(o.name))) {
       LogicalResult held = s.leaveInHolder(
           o, control.heldOutputs == RunControl::HeldOutputs::Add, set, diag);
       if (failed(held))

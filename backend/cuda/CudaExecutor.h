@@ -66,6 +66,12 @@ struct CudaOptions {
   // Each such argument must have the same type in both. It must outlive
   // this executor.
   const CudaExecutor *stateOf = nullptr;
+  // Where the outputs left on the device go (RunControl::heldOutputs):
+  // into this executor's argument buffers of the same name (a pipeline
+  // stage's gradient sums into the buffers its optimizer step's gather
+  // program reads); null: stateOf's. On the same GPU; it must outlive
+  // this executor.
+  const CudaExecutor *outputsInto = nullptr;
 };
 
 // The compute stream's time in the last step, from CUDA events: the whole

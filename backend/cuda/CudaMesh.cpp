@@ -82,6 +82,35 @@ std::vector<std::set<std::string>> persistentArguments(
 }
 } // namespace
 
+std::unique_ptr<CommunicatorSet>
+makeCudaCommunicators(const ir::Mesh &mesh, const CudaMeshOptions &options,
+                      std::string &why) {
+  if (options.communicators)
+    return options.communicators(mesh, why);
+  if (options.gpuPerDevice) {
+    NcclMeshOptions nccl;
+    nccl.firstGpu = options.firstGpu;
+    return NcclMesh::create(mesh, nccl, why);
+  }
+  // The local mesh's events belong to the GPU current when it is made.
+  cudaError_t status = cudaSetDevice(options.firstGpu);
+  if (status != cudaSuccess) {
+    why = cudaFailure("cudaSetDevice", status);
+    return nullptr;
+  }
+  return CudaLocalMesh::create(mesh, why);
+}
+
+CudaOptions meshDeviceOptions(const CudaMeshOptions &options,
+                              Communicator &comm, size_t local) {
+  CudaOptions device = options.device;
+  device.comm = &comm;
+  device.trace = options.trace;
+  device.gpu =
+      options.firstGpu + (options.gpuPerDevice ? static_cast<int>(local) : 0);
+  return device;
+}
+
 CudaMesh::CudaMesh(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CudaMesh::~CudaMesh() = default;
 
@@ -99,20 +128,7 @@ CudaMesh::create(const ir::Mesh &mesh, std::vector<const Executable *> programs,
   impl->mesh = mesh;
   impl->tracing = options.trace;
   std::string why;
-  if (options.communicators) {
-    impl->comms = options.communicators(mesh, why);
-  } else if (options.gpuPerDevice) {
-    NcclMeshOptions nccl;
-    nccl.firstGpu = options.firstGpu;
-    impl->comms = NcclMesh::create(mesh, nccl, why);
-  } else {
-    // The local mesh's events belong to the GPU current when it is made.
-    cudaError_t status = cudaSetDevice(options.firstGpu);
-    if (status != cudaSuccess)
-      why = cudaFailure("cudaSetDevice", status);
-    else
-      impl->comms = CudaLocalMesh::create(mesh, why);
-  }
+  impl->comms = makeCudaCommunicators(mesh, options, why);
   if (!impl->comms) {
     diag.error("the communicators of mesh " + mesh.str() +
                " cannot be made: " + why);
@@ -126,14 +142,12 @@ CudaMesh::create(const ir::Mesh &mesh, std::vector<const Executable *> programs,
                " (internal error)");
     return nullptr;
   }
-  int k = 0;
+  size_t k = 0;
   for (int64_t d : impl->comms->localDevices()) {
-    CudaOptions device = options.device;
-    device.comm = &impl->comms->endpoint(d);
-    device.trace = options.trace;
-    device.gpu = options.firstGpu + (options.gpuPerDevice ? k : 0);
+    CudaOptions device =
+        meshDeviceOptions(options, impl->comms->endpoint(d), k);
     if (holder)
-      device.stateOf = holder->executors[static_cast<size_t>(k)].get();
+      device.stateOf = holder->executors[k].get();
     ++k;
     auto executor = CudaExecutor::create(*programs[d], device, diag);
     if (!executor) {

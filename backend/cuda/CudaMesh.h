@@ -46,6 +46,20 @@ struct CudaMeshOptions {
   CudaMesh *stateOf = nullptr;
 };
 
+// The stream communicators of `mesh` for devices with `options`: those of
+// options.communicators, or, with a GPU per device, NCCL's in this process,
+// or every device simulated on GPU options.firstGpu (CudaLocalMesh). Null
+// with `why` set when they cannot be made. CudaMesh::create makes its own
+// with it; so does a pipeline of CUDA executors.
+std::unique_ptr<CommunicatorSet>
+makeCudaCommunicators(const ir::Mesh &mesh, const CudaMeshOptions &options,
+                      std::string &why);
+
+// The executor options of this process's `local`-th device of a mesh with
+// `options`, with its communicator: its GPU, its tracing.
+CudaOptions meshDeviceOptions(const CudaMeshOptions &options,
+                              Communicator &comm, size_t local);
+
 class CudaMesh final : public DeviceMesh {
 public:
   // `programs[k]` is device k's executable; they must outlive the mesh.

@@ -1,7 +1,8 @@
 // The devices a session's mesh runs on: simulated CPU devices, or, on the
 // CUDA backend, CUDA devices: in one process every device of the mesh
 // simulated on its GPU, or one GPU per device (gpuPerDevice); over several
-// processes one GPU per device, over NCCL.
+// processes one GPU per device, over NCCL. A pipeline's stage programs run
+// on the same devices, each on an executor of its own.
 #include "runtime/session/SessionImpl.h"
 
 #include "backend/Launch.h"
@@ -32,9 +33,7 @@ FailureOr<MeshDevices> meshDevices(const SessionOptions &options, bool onCuda,
     }
     cpu.trace = options.trace;
     cpu.findNonFinite = options.findNonFinite;
-    MeshDevices devices = cpuMeshDevices(cpu);
-    devices.runsPipelines = true;
-    return devices;
+    return cpuMeshDevices(cpu);
   }
 #if MGC_HAVE_CUDA
   bool severalProcesses = processes && processes->size() > 1;
@@ -90,6 +89,39 @@ FailureOr<MeshDevices> meshDevices(const SessionOptions &options, bool onCuda,
     }
     return backend::cuda::CudaMesh::create(mesh, std::move(programs), o, diag);
   };
+  // A pipeline's programs, each on a CUDA executor of its device, with the
+  // stream communicators a CUDA mesh of the whole mesh would have for the
+  // collectives within a stage; the state stays on the devices, the pipe
+  // values pass through the host.
+  devices.pipelineDevices =
+      [cuda, firstGpu, acrossProcesses = devices.acrossProcesses](
+          const ir::Mesh &whole, backend::ProcessGroup *group) {
+        backend::cuda::CudaMeshOptions o = cuda;
+        if (group && acrossProcesses) {
+          o.communicators = acrossProcesses(*group);
+          o.firstGpu = firstGpu(whole, group->size());
+        }
+        PipelineRunner::Devices out;
+        out.collectives = [o](const ir::Mesh &mesh, std::string &why) {
+          return backend::cuda::makeCudaCommunicators(mesh, o, why);
+        };
+        // Made by this factory: CUDA executors.
+        out.executors = [o](const backend::Executable &program,
+                            backend::Communicator &comm, size_t local,
+                            const backend::SharedBuffers &shared,
+                            DiagnosticEngine &diag)
+            -> std::unique_ptr<backend::DeviceExecutor> {
+          backend::cuda::CudaOptions device =
+              backend::cuda::meshDeviceOptions(o, comm, local);
+          device.stateOf =
+              static_cast<const backend::cuda::CudaExecutor *>(shared.stateOf);
+          device.outputsInto = static_cast<const backend::cuda::CudaExecutor *>(
+              shared.outputsInto);
+          return backend::cuda::CudaExecutor::create(program, device, diag);
+        };
+        out.keepState = true;
+        return out;
+      };
   return devices;
 #else
   (void)processes;

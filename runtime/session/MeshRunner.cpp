@@ -1,7 +1,6 @@
 #include "runtime/session/MeshRunner.h"
 
 #include "runtime/session/HostExchange.h"
-#include "runtime/session/TargetCheck.h"
 
 #include "backend/cpu/ThreadPool.h"
 #include "ir/Interpreter.h"
@@ -62,10 +61,6 @@ std::unique_ptr<MeshRunner> MeshRunner::create(MeshStep step,
   const MeshStep &s = r->step_;
   r->devices_ = devices;
   bool several = processes && processes->size() > 1;
-  if (s.pipeline && !devices.runsPipelines) {
-    diag.error(kPipelineOnCpuOnly);
-    return nullptr;
-  }
   r->processes_ = processes;
   if (s.pipeline)
     return succeeded(r->createPipeline(diag)) ? std::move(r) : nullptr;
@@ -142,15 +137,19 @@ LogicalResult MeshRunner::createPipeline(DiagnosticEngine &diag) {
   unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
   unsigned perDevice = std::max<unsigned>(
       1, hardware / static_cast<unsigned>(std::max<int64_t>(1, devicesHere)));
-  pipeline_ = PipelineRunner::create(
-      s.pipeline,
-      devices_.pipelineExecutors ? devices_.pipelineExecutors
-                                 : PipelineRunner::cpuExecutors(perDevice),
-      devices_.trace,
-      several ? processes_->communicators() : backend::CommunicatorFactory(),
-      diag);
+  PipelineRunner::Devices runners =
+      devices_.pipelineDevices
+          ? devices_.pipelineDevices(PipelineRunner::wholeMesh(part),
+                                     several ? processes_ : nullptr)
+          : PipelineRunner::Devices{PipelineRunner::cpuExecutors(perDevice),
+                                    {}};
+  pipeline_ = PipelineRunner::create(s.pipeline, runners, devices_.trace,
+                                     several ? processes_->communicators()
+                                             : backend::CommunicatorFactory(),
+                                     diag);
   if (!pipeline_)
     return failure();
+  stateOnDevices_ = pipeline_->keepsState();
   local_.assign(pipeline_->localDevices().begin(),
                 pipeline_->localDevices().end());
   resident_.resize(local_.size());
@@ -258,8 +257,19 @@ LogicalResult MeshRunner::load(const NamedTensors &whole,
 
 void MeshRunner::stateChangedOnHost() {
   hostStale_ = false;
-  if (stateOnDevices_)
+  if (!stateOnDevices_)
+    return;
+  if (pipeline_)
+    pipeline_->stateChanged();
+  else
     executor_->stateChanged();
+}
+
+FailureOr<runtime::Tensor> MeshRunner::readState(size_t k,
+                                                 const std::string &name,
+                                                 DiagnosticEngine &diag) {
+  return pipeline_ ? pipeline_->readState(local_[k], name, diag)
+                   : executor_->readState(k, name, diag);
 }
 
 LogicalResult MeshRunner::syncState(DiagnosticEngine &diag) {
@@ -267,7 +277,7 @@ LogicalResult MeshRunner::syncState(DiagnosticEngine &diag) {
     return success();
   for (size_t k = 0; k < resident_.size(); ++k)
     for (auto &[name, t] : resident_[k]) {
-      auto value = executor_->readState(k, name, diag);
+      auto value = readState(k, name, diag);
       if (value.failed())
         return failure();
       t = std::move(*value);
@@ -506,6 +516,7 @@ FailureOr<RunResult> MeshRunner::run(const NamedTensors &inputs,
                            out.outputs, diag)))
       return failure();
     *transfers_ += pipeline_->takeTransfers();
+    hostStale_ = stateOnDevices_;
   } else {
     std::vector<NamedTensors> parts(n);
     if (failed(runWhole(inputs, parts, out, diag, context)))
@@ -522,7 +533,7 @@ FailureOr<RunResult> MeshRunner::run(const NamedTensors &inputs,
       out.updates.emplace(passes::kStepStateName, counter->second);
       break;
     }
-    auto value = executor_->readState(k, passes::kStepStateName, diag);
+    auto value = readState(k, passes::kStepStateName, diag);
     if (value.failed())
       return failure();
     if (transfers_)

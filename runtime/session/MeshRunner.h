@@ -49,12 +49,13 @@ struct MeshDevices {
   // the process group's own (host memory, ProcessGroup::communicators).
   std::function<backend::CommunicatorFactory(backend::ProcessGroup &)>
       acrossProcesses;
-  // Whether the devices can run a pipeline (MeshStep::pipeline: the CPU's
-  // simulated devices, in one process or shared among processes).
-  bool runsPipelines = false;
-  // The executors of a pipeline's programs (PipelineRunner::create); empty:
-  // the CPU's, the process's cores shared among its devices.
-  PipelineRunner::ExecutorFactory pipelineExecutors;
+  // What runs the programs of a pipeline on the mesh `whole`
+  // (PipelineRunner::wholeMesh), given the job's processes (null when this
+  // process runs every device); empty: the CPU's executors, the process's
+  // cores shared among its devices, with the host's communicators.
+  std::function<PipelineRunner::Devices(const ir::Mesh &whole,
+                                        backend::ProcessGroup *processes)>
+      pipelineDevices;
 };
 
 // Simulated CPU devices with `options` (their communicators replaced by the
@@ -107,8 +108,8 @@ public:
     return transfers_;
   }
 
-  // Where the devices keep the parameters and state themselves (CUDA's,
-  // on a mesh without accumulation or pipeline: DeviceMesh::keepState),
+  // Where the devices keep the parameters and state themselves (CUDA's:
+  // DeviceMesh::keepState, PipelineRunner::keepsState),
   // fetches their current values into the host's parts, which a step
   // leaves stale. gather() does it itself; call it before localSlabs().
   LogicalResult syncState(DiagnosticEngine &diag);
@@ -152,6 +153,9 @@ private:
   // The host's parts of the parameters and state were set (initialised or
   // loaded): the devices that keep the state take them at the next step.
   void stateChangedOnHost();
+  // The value of `name` in the memory of local device k.
+  FailureOr<runtime::Tensor> readState(size_t k, const std::string &name,
+                                       DiagnosticEngine &diag);
 
   // Local device k's device of step().mesh, on which its parts are placed
   // (with a pipeline: its device of its pipeline device's stage mesh).
@@ -261,8 +265,8 @@ private:
   std::optional<backend::NonFiniteOrigin> nonFinite_;
   std::chrono::steady_clock::time_point origin_;
   bool traceStarted_ = false;
-  // The devices keep the parameters and state (DeviceMesh::keepState), and
-  // whether resident_ lags behind them.
+  // The devices keep the parameters and state (DeviceMesh::keepState, or
+  // the pipeline's), and whether resident_ lags behind them.
   bool stateOnDevices_ = false, hostStale_ = false;
   // The last run's transfers (lastTransfers).
   std::optional<backend::TransferBytes> transfers_;

@@ -60,14 +60,14 @@ std::vector<Phase> phasesOf(passes::Work work, bool splitBackward) {
 // Runs `exe` on `refs`; on failure `first` is its first error.
 FailureOr<backend::RunResult>
 runProgram(backend::DeviceExecutor &exe,
-           const backend::DeviceExecutor::TensorRefs &refs,
-           std::string &first) {
+           const backend::DeviceExecutor::TensorRefs &refs, std::string &first,
+           const backend::RunControl &control) {
   DiagnosticEngine local;
   local.setHandler([&](Severity severity, Loc, const std::string &m) {
     if (severity == Severity::Error && first.empty())
       first = m;
   });
-  return exe.run(refs, local);
+  return exe.run(refs, local, control);
 }
 
 // One output of a stage's program on a micro-batch.
@@ -77,6 +77,76 @@ struct StageOutput {
   std::string name;
   runtime::Tensor tensor;
 };
+
+// Whether a pipeline's state can stay on its devices: every stage and
+// gather program reads only state its device's update program holds (of
+// the same type), and each stage's phase runs the micro-batches in order
+// (so that a device adds its gradient sums in the host's order).
+bool stateCanStay(const PipelinePart &part) {
+  for (size_t owner = 0; owner < part.applyUpdate.size(); ++owner) {
+    int64_t perStage = part.stageMesh.numDevices();
+    for (int64_t r = 0; r < perStage; ++r) {
+      const ir::Graph &update =
+          part.applyUpdate[owner].perDevice()[r]->module->graph();
+      auto heldThere = [&](const ir::Graph &g) {
+        for (const auto &arg : g.arguments()) {
+          if (!arg->isPersistent())
+            continue;
+          const ir::Value *held = update.findArgument(arg->name());
+          if (!held || !held->isPersistent() || held->type() != arg->type())
+            return false;
+        }
+        return true;
+      };
+      if (part.applyGather[owner].logical &&
+          !heldThere(part.applyGather[owner].perDevice()[r]->module->graph()))
+        return false;
+      for (const auto &split : part.executables)
+        for (size_t v = 0; v < split.size(); ++v)
+          if (part.schedule.deviceOf(static_cast<int64_t>(v)) ==
+              static_cast<int64_t>(owner))
+            for (const auto &exe : split[v])
+              if (!heldThere(exe->module->graph()))
+                return false;
+    }
+  }
+  for (size_t d = 0; d < part.programs.size(); ++d) {
+    std::map<std::pair<int64_t, Phase>, int64_t> last;
+    for (const PipeOp &op : part.programs[d]) {
+      if (op.kind != PipeOp::Kind::Compute)
+        continue;
+      int64_t stage =
+          part.schedule.virtualStage(static_cast<int64_t>(d), op.slot.chunk);
+      std::set<Phase> phases;
+      for (const PipelineSplit &split : part.splits)
+        for (Phase phase : phasesOf(op.slot.work, split.splitBackward))
+          phases.insert(phase);
+      for (Phase phase : phases) {
+        auto [it, first] = last.try_emplace({stage, phase}, op.slot.micro);
+        if (!first && it->second >= op.slot.micro)
+          return false;
+        it->second = op.slot.micro;
+      }
+    }
+  }
+  return true;
+}
+
+// The outputs of a pipeline's stage programs that more than one stage or
+// phase gives (the tied embedding's gradient): summed on the host.
+std::set<std::string> sumsOfSeveralGivers(const PipelinePart &part) {
+  std::map<std::string, std::set<std::pair<size_t, size_t>>> givers;
+  for (const PipelineSplit &split : part.splits)
+    for (size_t v = 0; v < split.programs.size(); ++v)
+      for (size_t phase = 0; phase < split.programs[v].size(); ++phase)
+        for (const ir::Output &o : split.programs[v][phase]->graph().outputs())
+          givers[o.name].insert({v, phase});
+  std::set<std::string> out;
+  for (const auto &[name, by] : givers)
+    if (by.size() > 1)
+      out.insert(name);
+  return out;
+}
 
 } // namespace
 
@@ -112,6 +182,7 @@ PipelineRunner::ExecutorFactory PipelineRunner::cpuExecutors(unsigned threads) {
   return
       [threads](
           const backend::Executable &program, backend::Communicator &comm,
+          size_t, const backend::SharedBuffers &,
           DiagnosticEngine &diag) -> std::unique_ptr<backend::DeviceExecutor> {
         backend::cpu::CpuOptions options;
         options.threads = std::max(1u, threads);
@@ -120,9 +191,16 @@ PipelineRunner::ExecutorFactory PipelineRunner::cpuExecutors(unsigned threads) {
       };
 }
 
+ir::Mesh PipelineRunner::wholeMesh(const PipelinePart &part) {
+  std::vector<ir::MeshAxis> axes{{ir::kPipelineAxis, part.schedule.stages, {}}};
+  for (const ir::MeshAxis &a : part.stageMesh.axes())
+    axes.push_back(a);
+  return ir::Mesh(std::move(axes));
+}
+
 std::unique_ptr<PipelineRunner>
 PipelineRunner::create(std::shared_ptr<const PipelinePart> part,
-                       const ExecutorFactory &executors, bool trace,
+                       const Devices &devices, bool trace,
                        const backend::CommunicatorFactory &communicators,
                        DiagnosticEngine &diag) {
   std::unique_ptr<PipelineRunner> r(new PipelineRunner());
@@ -130,25 +208,35 @@ PipelineRunner::create(std::shared_ptr<const PipelinePart> part,
   r->traceOrigin_ = Clock::now();
   r->part_ = std::move(part);
   const PipelinePart &p = *r->part_;
-  int64_t devices = p.schedule.stages;
   int64_t perStage = p.stageMesh.numDevices();
-  // The whole mesh: pp outermost, then the stage mesh's axes.
-  std::vector<ir::MeshAxis> axes{{ir::kPipelineAxis, devices, {}}};
-  for (const ir::MeshAxis &a : p.stageMesh.axes())
-    axes.push_back(a);
-  ir::Mesh whole(std::move(axes));
-  if (communicators) {
+  ir::Mesh whole = wholeMesh(p);
+  const backend::CommunicatorFactory &collectives = devices.collectives;
+  // The communicators `make` makes of the whole mesh, or null, reported.
+  auto made = [&](const backend::CommunicatorFactory &make, const char *what) {
     std::string error;
-    r->comms_ = communicators(whole, error);
-    if (!r->comms_) {
-      diag.error("the pipeline's communicators: " + error);
-      return nullptr;
-    }
-  } else {
-    r->comms_ = std::make_unique<backend::cpu::InProcessMesh>(whole);
-  }
+    std::unique_ptr<backend::CommunicatorSet> set = make(whole, error);
+    if (!set)
+      diag.error(std::string(what) + ": " + error);
+    return set;
+  };
+  r->comms_ = communicators
+                  ? made(communicators, "the pipeline's communicators")
+                  : std::make_unique<backend::cpu::InProcessMesh>(whole);
+  if (!r->comms_)
+    return nullptr;
   r->local_.assign(r->comms_->localDevices().begin(),
                    r->comms_->localDevices().end());
+  if (collectives) {
+    r->collectives_ =
+        made(collectives, "the communicators of the pipeline's collectives");
+    if (!r->collectives_)
+      return nullptr;
+    if (r->collectives_->localDevices() != llvm::ArrayRef(r->local_)) {
+      diag.error("the communicators of the pipeline's collectives run other "
+                 "devices than its messages' (internal error)");
+      return nullptr;
+    }
+  }
   r->threads_ = std::make_unique<backend::DeviceThreads>(r->local_.size());
   if (!r->threads_->ok()) {
     diag.error("cannot start the pipeline's device threads: " +
@@ -157,38 +245,20 @@ PipelineRunner::create(std::shared_ptr<const PipelinePart> part,
   }
   r->acrossProcesses_ =
       static_cast<int64_t>(r->local_.size()) != whole.numDevices();
-  for (int64_t device : r->local_) {
-    int64_t d = device / perStage, rr = device % perStage;
-    for (const std::vector<size_t> &ofDevice : p.splitOf) {
-      size_t k = ofDevice[rr];
-      StageExecutors &stages = r->executors_[{rr, k}];
-      stages.resize(p.executables[k].size());
-      for (size_t v = 0; v < p.executables[k].size(); ++v) {
-        if (p.schedule.deviceOf(static_cast<int64_t>(v)) != d ||
-            !stages[v].empty())
-          continue;
-        for (const auto &exe : p.executables[k][v]) {
-          auto e = executors(*exe, r->comms_->endpoint(device), diag);
-          if (!e)
-            return nullptr;
-          stages[v].push_back(std::move(e));
-        }
-      }
-    }
+  // Across processes each device's outputs are summed on the host over the
+  // pipeline (run()), every gradient sum among them: the state is copied
+  // in and out there, as on the CPU.
+  r->keep_ = devices.keepState && !r->acrossProcesses_ && stateCanStay(p);
+  if (r->keep_) {
+    r->returnedSums_ = sumsOfSeveralGivers(p);
+    for (const passes::ApplyValue &v : p.applySplit.values)
+      if (v.shared)
+        r->exchanged_.insert(v.name);
   }
-  // Each local device's part of the apply part, on the same endpoint.
-  for (int64_t device : r->local_) {
-    int64_t owner = device / perStage, rr = device % perStage;
-    const MeshPart &gather = p.applyGather[owner];
-    const MeshPart &update = p.applyUpdate[owner];
-    backend::Communicator &comm = r->comms_->endpoint(device);
-    ApplyExecutors &mine = r->applyExecutors_[device];
-    if (gather.logical &&
-        !(mine.gather = executors(*gather.perDevice()[rr], comm, diag)))
-      return nullptr;
-    if (!(mine.update = executors(*update.perDevice()[rr], comm, diag)))
-      return nullptr;
-  }
+  if (failed(r->makeExecutors(devices.executors,
+                              r->collectives_ ? *r->collectives_ : *r->comms_,
+                              diag)))
+    return nullptr;
   r->applyBytes_.assign(static_cast<size_t>(whole.numDevices()), 0);
   r->applyTransfers_.assign(static_cast<size_t>(whole.numDevices()), {});
   r->applyEvents_.resize(static_cast<size_t>(whole.numDevices()));
@@ -208,11 +278,117 @@ PipelineRunner::create(std::shared_ptr<const PipelinePart> part,
             t.devices.push_back(d);
         }
   }
-  r->times_.bytesSent.assign(devices, 0);
-  r->times_.busySeconds.assign(devices, 0);
-  r->times_.waitSeconds.assign(devices, 0);
+  r->times_.bytesSent.assign(p.schedule.stages, 0);
+  r->times_.busySeconds.assign(p.schedule.stages, 0);
+  r->times_.waitSeconds.assign(p.schedule.stages, 0);
   r->times_.devicesPerStage = perStage;
   return r;
+}
+
+LogicalResult PipelineRunner::makeExecutors(const ExecutorFactory &executors,
+                                            backend::CommunicatorSet &comms,
+                                            DiagnosticEngine &diag) {
+  const PipelinePart &p = *part_;
+  int64_t perStage = p.stageMesh.numDevices();
+  for (size_t local = 0; local < local_.size(); ++local) {
+    int64_t device = local_[local];
+    int64_t owner = device / perStage, r = device % perStage;
+    backend::Communicator &comm = comms.endpoint(device);
+    onDevice_[device];
+    // The update executor holds the device's state; the others share it.
+    ApplyExecutors &mine = applyExecutors_[device];
+    const MeshPart &gather = p.applyGather[owner];
+    if (!(mine.update = executors(*p.applyUpdate[owner].perDevice()[r], comm,
+                                  local, {}, diag)))
+      return failure();
+    backend::SharedBuffers ofGather, ofStage;
+    if (keep_)
+      ofGather = {mine.update.get(), mine.update.get()};
+    if (gather.logical &&
+        !(mine.gather =
+              executors(*gather.perDevice()[r], comm, local, ofGather, diag)))
+      return failure();
+    if (keep_)
+      ofStage = {mine.update.get(), sumsInto(device)};
+    for (const std::vector<size_t> &ofDevice : p.splitOf) {
+      size_t k = ofDevice[r];
+      StageExecutors &stages = executors_[{r, k}];
+      stages.resize(p.executables[k].size());
+      for (size_t v = 0; v < stages.size(); ++v) {
+        if (p.schedule.deviceOf(static_cast<int64_t>(v)) != owner ||
+            !stages[v].empty())
+          continue;
+        for (const auto &exe : p.executables[k][v]) {
+          auto e = executors(*exe, comm, local, ofStage, diag);
+          if (!e)
+            return failure();
+          stages[v].push_back(std::move(e));
+        }
+      }
+    }
+  }
+  return success();
+}
+
+backend::DeviceExecutor *PipelineRunner::sumsInto(int64_t device) const {
+  const ApplyExecutors &mine = applyExecutors_.at(device);
+  return mine.gather ? mine.gather.get() : mine.update.get();
+}
+
+backend::RunControl
+PipelineRunner::controlOf(int64_t device, backend::RunControl::HeldOutputs held,
+                          const std::set<std::string> *returned) const {
+  backend::RunControl control;
+  if (!keep_)
+    return control;
+  control.resident = &onDevice_.at(device);
+  control.heldOutputs = held;
+  control.returnedOutputs = returned;
+  return control;
+}
+
+void PipelineRunner::afterRun(int64_t device,
+                              const backend::DeviceExecutor &exe,
+                              const backend::DeviceExecutor *into,
+                              const std::set<std::string> &returned) {
+  if (!keep_)
+    return;
+  // What the run read is used up, but the state, which it copied in (or
+  // found there) and updated in place.
+  std::set<std::string> &names = onDevice_.at(device);
+  const ir::Graph &g = exe.executable().module->graph();
+  for (const auto &arg : g.arguments()) {
+    if (arg->isPersistent())
+      names.insert(arg->name());
+    else
+      names.erase(arg->name());
+  }
+  if (!into)
+    return;
+  const ir::Graph &target = into->executable().module->graph();
+  for (const ir::Output &o : g.outputs()) {
+    const ir::Value *arg = target.findArgument(o.name);
+    if (!returned.count(o.name) && arg && !arg->isPersistent() &&
+        arg->type() == o.value->type())
+      names.insert(o.name);
+  }
+}
+
+FailureOr<runtime::Tensor> PipelineRunner::readState(int64_t device,
+                                                     const std::string &name,
+                                                     DiagnosticEngine &diag) {
+  auto it = applyExecutors_.find(device);
+  if (it == applyExecutors_.end()) {
+    diag.error("device " + std::to_string(device) +
+               " of the pipeline does not run here (internal error)");
+    return failure();
+  }
+  return it->second.update->readArgument(name, diag);
+}
+
+void PipelineRunner::stateChanged() {
+  for (auto &[device, names] : onDevice_)
+    names.clear();
 }
 
 void PipelineRunner::runDevice(int64_t d, int64_t r, Shared &shared,
@@ -225,13 +401,16 @@ void PipelineRunner::runDevice(int64_t d, int64_t r, Shared &shared,
   // Stages and micro-batches whose last phase is done: freed once the
   // messages after it have gone.
   std::vector<std::pair<int64_t, int64_t>> done;
+  // The stages' phases that have run in this step: the first run of each
+  // assigns its gradient sums on the device, the later ones add to them.
+  std::set<std::pair<int64_t, Phase>> summing;
   auto fail = [&](const std::string &why) {
     error = why;
     {
       std::lock_guard<std::mutex> lock(shared.mutex);
       shared.aborted = true;
     }
-    comms_->abort(why);
+    abortCommunicators(why);
   };
   // "device 1" of a pipeline alone, "device 1.2" (device 2 of pipeline
   // device 1's stage mesh) on a mesh.
@@ -293,7 +472,14 @@ void PipelineRunner::runDevice(int64_t d, int64_t r, Shared &shared,
         }
         std::string first;
         auto started = Clock::now();
-        FailureOr<backend::RunResult> ran = runProgram(exe, refs, first);
+        backend::RunControl control =
+            controlOf(meshDevice,
+                      summing.insert({stage, phase}).second
+                          ? backend::RunControl::HeldOutputs::Assign
+                          : backend::RunControl::HeldOutputs::Add,
+                      &returnedSums_);
+        FailureOr<backend::RunResult> ran =
+            runProgram(exe, refs, first, control);
         shared.busySeconds[thread] += secondsSince(started);
         shared.transfers[thread] += exe.lastTransfers();
         if (trace_)
@@ -308,6 +494,8 @@ void PipelineRunner::runDevice(int64_t d, int64_t r, Shared &shared,
           fail(where + first);
           return;
         }
+        afterRun(meshDevice, exe, keep_ ? sumsInto(meshDevice) : nullptr,
+                 returnedSums_);
         for (auto &[name, tensor] : ran->outputs) {
           if (llvm::StringRef(name).startswith(passes::kPipeValuePrefix))
             mine.insert_or_assign(name, std::move(tensor));
@@ -430,6 +618,18 @@ void PipelineRunner::runDevice(int64_t d, int64_t r, Shared &shared,
     }
 }
 
+void PipelineRunner::abortCommunicators(const std::string &why) {
+  comms_->abort(why);
+  if (collectives_)
+    collectives_->abort(why);
+}
+
+void PipelineRunner::resetCommunicators() {
+  comms_->reset();
+  if (collectives_)
+    collectives_->reset();
+}
+
 std::string PipelineRunner::onEveryDevice(
     const std::function<void(int64_t, std::string &)> &fn) {
   std::vector<std::string> errors(local_.size());
@@ -457,11 +657,13 @@ void PipelineRunner::runApplyDevice(int64_t device, const TensorRefs &arguments,
                      "'s optimizer step";
   auto fail = [&](const std::string &why) {
     error = why;
-    comms_->abort(why);
+    abortCommunicators(why);
   };
   // Runs `exe` on the tensors of `available` that its program takes.
-  auto runOne = [&](backend::DeviceExecutor &exe, const TensorRefs &available,
-                    const char *what) -> FailureOr<backend::RunResult> {
+  auto runOne =
+      [&](backend::DeviceExecutor &exe, const TensorRefs &available,
+          const char *what,
+          const backend::RunControl &control) -> FailureOr<backend::RunResult> {
     TensorRefs refs;
     for (const auto &arg : exe.executable().module->graph().arguments()) {
       auto it = available.find(arg->name());
@@ -470,7 +672,7 @@ void PipelineRunner::runApplyDevice(int64_t device, const TensorRefs &arguments,
     }
     std::string first;
     auto started = Clock::now();
-    FailureOr<backend::RunResult> ran = runProgram(exe, refs, first);
+    FailureOr<backend::RunResult> ran = runProgram(exe, refs, first, control);
     applyTransfers_[device] += exe.lastTransfers();
     if (trace_)
       applyEvents_[device].push_back(
@@ -486,11 +688,18 @@ void PipelineRunner::runApplyDevice(int64_t device, const TensorRefs &arguments,
   };
   backend::Communicator &comm = comms_->endpoint(device);
   uint64_t sentBefore = comm.bytesSent();
+  // With keep_, the gather program leaves the values it keeps in the
+  // update program's buffers, and only those the devices exchange come
+  // back.
   NamedTensors kept;
   if (exes.gather) {
-    auto ran = runOne(*exes.gather, arguments, "gather");
+    auto ran =
+        runOne(*exes.gather, arguments, "gather",
+               controlOf(device, backend::RunControl::HeldOutputs::Assign,
+                         &exchanged_));
     if (ran.failed())
       return;
+    afterRun(device, *exes.gather, exes.update.get(), exchanged_);
     kept = std::move(ran->outputs);
   }
   // Every pipeline device's shared values reach the devices at the same
@@ -526,9 +735,13 @@ void PipelineRunner::runApplyDevice(int64_t device, const TensorRefs &arguments,
   for (const NamedTensors *from : {&kept, &received})
     for (const auto &[name, t] : *from)
       refs[name] = &t;
-  auto ran = runOne(*exes.update, refs, "update");
+  backend::RunControl control =
+      controlOf(device, backend::RunControl::HeldOutputs::Return, nullptr);
+  control.updatesStayOnDevice = keep_;
+  auto ran = runOne(*exes.update, refs, "update", control);
   if (ran.failed())
     return;
+  afterRun(device, *exes.update, nullptr, {});
   result = std::move(*ran);
   applyBytes_[device] += comm.bytesSent() - sentBefore;
 }
@@ -542,7 +755,7 @@ PipelineRunner::runApply(const std::vector<TensorRefs> &arguments,
                " devices: given arguments of another shape (internal error)");
     return failure();
   }
-  comms_->reset();
+  resetCommunicators();
   std::vector<backend::RunResult> results(applyBytes_.size());
   std::string error =
       onEveryDevice([&](int64_t device, std::string &why) {
@@ -583,7 +796,7 @@ PipelineRunner::run(const PerDevice &arguments, DiagnosticEngine &diag,
                " devices: given arguments of another shape (internal error)");
     return failure();
   }
-  comms_->reset();
+  resetCommunicators();
   transfers_ = {};
   auto started = Clock::now();
   Shared shared;

@@ -23,6 +23,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -34,27 +35,48 @@ public:
   using TensorRefs = backend::DeviceExecutor::TensorRefs;
   using NamedTensors = backend::NamedTensors;
   // Makes the executor of one program on a device of the whole mesh, with
-  // that device's communicator; reports and returns null when it cannot.
+  // that device's communicator (comm.device() is its place in the whole
+  // mesh; `local` its place among this process's devices), sharing the
+  // buffers of `shared` (only where Devices::keepState); reports and
+  // returns null when it cannot.
   using ExecutorFactory =
       std::function<std::unique_ptr<backend::DeviceExecutor>(
           const backend::Executable &program, backend::Communicator &comm,
+          size_t local, const backend::SharedBuffers &shared,
           DiagnosticEngine &diag)>;
   // The CPU's executors, each with `threads` kernel threads (counting its
   // own).
   static ExecutorFactory cpuExecutors(unsigned threads);
+  // What runs a pipeline's programs: their executors, and the
+  // communicators those get for the collectives of their programs (a
+  // device's stream communicators: backend/cuda/CudaMesh.h), on the same
+  // devices of the same mesh as the pipe values' communicators; empty: the
+  // executors get the pipe values' (host memory).
+  // `keepState`: the executors keep what they are given in device memory
+  // of their own (CUDA's), so the runner keeps the state there
+  // (keepsState()).
+  struct Devices {
+    ExecutorFactory executors;
+    backend::CommunicatorFactory collectives;
+    bool keepState = false;
+  };
+  // The mesh a pipeline runs on: pp outermost, then the stage mesh's axes.
+  static ir::Mesh wholeMesh(const PipelinePart &part);
 
-  // `executors` makes every program's executor (the stages' and the
-  // optimizer step's); reports and returns null when a program cannot run.
+  // `devices.executors` makes every program's executor (the stages' and
+  // the optimizer step's); reports and returns null when a program cannot
+  // run.
   // `trace`: record a timeline of every device's work and waits.
   // `communicators` makes the communicators of the whole mesh (pp, then
-  // the stage mesh's axes) and so chooses the devices this process runs:
-  // empty, every device in this process (backend/cpu/InProcessCommunicator.h);
-  // over several processes each runs its devices and gets the outputs its
-  // devices give (one several give summed over the pipeline).
+  // the stage mesh's axes) that carry the pipe values and the optimizer
+  // step's exchange, in host memory, and so chooses the devices this
+  // process runs: empty, every device in this process
+  // (backend/cpu/InProcessCommunicator.h); over several processes each runs
+  // its devices and gets the outputs its devices give (one several give
+  // summed over the pipeline).
   static std::unique_ptr<PipelineRunner>
-  create(std::shared_ptr<const PipelinePart> part,
-         const ExecutorFactory &executors, bool trace,
-         const backend::CommunicatorFactory &communicators,
+  create(std::shared_ptr<const PipelinePart> part, const Devices &devices,
+         bool trace, const backend::CommunicatorFactory &communicators,
          DiagnosticEngine &diag);
 
   // Runs every micro-batch of one step: arguments[i][g] are micro-batch
@@ -81,6 +103,24 @@ public:
   FailureOr<std::vector<backend::RunResult>>
   runApply(const std::vector<TensorRefs> &arguments, DiagnosticEngine &diag,
            llvm::StringRef context = "");
+  // Whether the parameters, optimizer state and gradient sums stay in the
+  // devices' memory between runs (Devices::keepState, on a schedule that
+  // gives each gradient in micro-batch order): each device's update
+  // executor holds its state, its stage and gather executors share it, the
+  // stages leave their gradient sums in the buffers the gather (or update)
+  // program reads, added as the host adds them, and the gather program
+  // its kept values in the update program's; only a sum that several
+  // stages give (the tied embedding), and the values the devices exchange,
+  // come back to the host. run() and runApply() then read a persistent
+  // argument that is given only until the device holds it, and runApply()
+  // returns no updates: readState() fetches a value.
+  bool keepsState() const { return keep_; }
+  // The value of persistent argument `name` in the memory of device
+  // `device` (of the whole mesh, local).
+  FailureOr<runtime::Tensor> readState(int64_t device, const std::string &name,
+                                       DiagnosticEngine &diag);
+  // The host's copies changed (a load): the next run copies them in again.
+  void stateChanged();
   // Per device of the whole mesh, the bytes its optimizer steps sent (their
   // collectives and the exchange), summed over the steps.
   const std::vector<uint64_t> &applyBytes() const { return applyBytes_; }
@@ -133,6 +173,9 @@ private:
   // caused elsewhere) or "".
   std::string
   onEveryDevice(const std::function<void(int64_t, std::string &)> &fn);
+  // Aborts (or resets for the next run) every communicator of the mesh.
+  void abortCommunicators(const std::string &why);
+  void resetCommunicators();
 
   // Stage programs of one split, each on its device's own executor:
   // [virtual stage][phase].
@@ -140,10 +183,11 @@ private:
       std::vector<std::vector<std::unique_ptr<backend::DeviceExecutor>>>;
 
   std::shared_ptr<const PipelinePart> part_;
-  // The whole mesh's communicators: the messages between stages and the
-  // collectives within each; the devices of it this process runs, and
-  // whether other processes run the rest.
-  std::unique_ptr<backend::CommunicatorSet> comms_;
+  // The whole mesh's communicators: the messages between stages (host
+  // memory), and those of the executors' collectives within each stage
+  // mesh (null: comms_ serves both); the devices of it this process runs,
+  // and whether other processes run the rest.
+  std::unique_ptr<backend::CommunicatorSet> comms_, collectives_;
   std::vector<int64_t> local_;
   // A thread per local device, made with the runner (none per step).
   std::unique_ptr<backend::DeviceThreads> threads_;
@@ -164,6 +208,31 @@ private:
     std::unique_ptr<backend::DeviceExecutor> gather, update;
   };
   std::map<int64_t, ApplyExecutors> applyExecutors_;
+  // keepsState(): per local device, the arguments whose device buffers
+  // hold their current values (the state; the sums and kept values of this
+  // step); the stage outputs that come back all the same (given by
+  // several stages or phases, summed on the host), and the gather
+  // programs' values the devices exchange.
+  bool keep_ = false;
+  std::map<int64_t, std::set<std::string>> onDevice_;
+  std::set<std::string> returnedSums_, exchanged_;
+  // Makes every program's executor; with keep_, the update executors
+  // first, and the others sharing them.
+  LogicalResult makeExecutors(const ExecutorFactory &executors,
+                              backend::CommunicatorSet &comms,
+                              DiagnosticEngine &diag);
+  // With keep_: the executor whose buffers take the stages' gradient sums
+  // on `device` (its gather executor, or its update executor).
+  backend::DeviceExecutor *sumsInto(int64_t device) const;
+  // How a run on `device` treats its buffers (with keep_: what is there,
+  // and what it leaves there but `returned`), and, after a run of `exe`
+  // that left its outputs in `into`'s buffers, what is there now.
+  backend::RunControl controlOf(int64_t device,
+                                backend::RunControl::HeldOutputs held,
+                                const std::set<std::string> *returned) const;
+  void afterRun(int64_t device, const backend::DeviceExecutor &exe,
+                const backend::DeviceExecutor *into,
+                const std::set<std::string> &returned);
   std::vector<uint64_t> applyBytes_;
   // Summed since takeTransfers(); per device, its optimizer step's.
   backend::TransferBytes transfers_;

@@ -53,12 +53,6 @@ std::vector<const backend::Executable *> allExecutables(const MeshStep &step) {
 
 LogicalResult checkMeshStepRunsOnTarget(const MeshStep &step,
                                         DiagnosticEngine &diag) {
-  if (step.pipeline && !ir::targetOf(*step.sharded).pipelineMessages) {
-    diag.error(std::string(kPipelineOnCpuOnly) + " (the " +
-               ir::targetOf(*step.sharded).title +
-               " backend does not run one)");
-    return failure();
-  }
   bool refused = false;
   for (const backend::Executable *exe : allExecutables(step))
     refused |= failed(checkRunsOnTarget(*exe, diag));

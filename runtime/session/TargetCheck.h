@@ -24,14 +24,8 @@ LogicalResult checkRunsOnTarget(const backend::Executable &exe,
 // part, and its pipeline's stage, gather and update programs.
 std::vector<const backend::Executable *> allExecutables(const MeshStep &step);
 
-// checkRunsOnTarget for every executable of `step`, after checking that
-// the target runs a pipeline at all when the step has one (the CUDA
-// backend does not yet: kPipelineOnCpuOnly).
+// checkRunsOnTarget for every executable of `step`.
 LogicalResult checkMeshStepRunsOnTarget(const MeshStep &step,
                                         DiagnosticEngine &diag);
-
-// The refusal of a pipeline by a backend that does not run one.
-inline constexpr const char *kPipelineOnCpuOnly =
-    "a pipeline (pp) runs on the CPU's simulated devices only, for now";
 
 } // namespace mgc::session

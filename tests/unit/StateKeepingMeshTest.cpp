@@ -11,6 +11,7 @@
 #include "MeshTestSupport.h"
 #include "SourcePath.h"
 
+#include "backend/cpu/InProcessCommunicator.h"
 #include "frontend/Frontend.h"
 #include "passes/Optimizer.h"
 #include "runtime/ShardTensor.h"
@@ -265,10 +266,15 @@ bool sameTensors(const NamedTensors &a, const NamedTensors &b) {
 }
 
 // A GPT small enough to train in a few milliseconds per step.
-std::unique_ptr<ir::Module> tinyGpt(DiagnosticEngine &diag) {
+std::unique_ptr<ir::Module> tinyGpt(DiagnosticEngine &diag, int layers = 2,
+                                    int batch = 4) {
   frontend::CompileOptions compile;
-  compile.defines = {{"V", "32"}, {"T", "8"}, {"D", "16"},
-                     {"H", "2"},  {"L", "2"}, {"B", "4"}};
+  compile.defines = {{"V", "32"},
+                     {"T", "8"},
+                     {"D", "16"},
+                     {"H", "2"},
+                     {"L", std::to_string(layers)},
+                     {"B", std::to_string(batch)}};
   return frontend::compileModelFile(mgc::test::sourceDir() + "/samples/gpt.mg",
                                     compile, diag);
 }
@@ -350,35 +356,71 @@ TEST_CASE("mesh runner: devices that keep their state move only the batch "
   }
 }
 
-// A pipeline's programs on device executors (PipelineRunner's factory): the
-// test executor on host memory, which counts its copies, gives the CPU
-// executors' bits, and the runner reports what the executors copied.
-TEST_CASE("mesh runner: a pipeline's programs run on device executors") {
+// A pipeline's programs on device executors (PipelineRunner::Devices): the
+// test executor on host memory, which counts its copies, keeps the state
+// and the gradient sums as CUDA's does, with communicators of its own for
+// the stage meshes' collectives. It gives the CPU executors' bits, the
+// runner reports what the executors copied, and after the first step (or
+// a load) no parameter or state byte goes in and no gradient sum comes
+// out but the tied embedding's, which two stages give.
+TEST_CASE("mesh runner: a pipeline's programs run on device executors that "
+          "keep the state") {
   DiagnosticEngine diag;
-  auto model = tinyGpt(diag);
+  auto model = tinyGpt(diag, 4, 8);
   REQUIRE(model);
-  for (std::string mesh : {"pp=2", "pp=2,dp=2"}) {
-    CAPTURE(mesh);
+  struct Case {
+    const char *mesh, *schedule;
+    int virtualStages;
+  };
+  for (const Case &c : {Case{"pp=2", "1f1b", 1}, Case{"pp=2,dp=2", "1f1b", 1},
+                        Case{"pp=2", "gpipe", 1}, Case{"pp=2,tp=2", "zb-h1", 1},
+                        Case{"pp=2", "interleaved", 2}}) {
+    std::string what = std::string(c.mesh) + " " + c.schedule;
+    CAPTURE(what);
     std::vector<HostDevice *> made;
+    cpu::InProcessMesh *collectives = nullptr;
+    bool endpointsOfCollectives = true, localIsDevice = true;
     auto makeRunner = [&](bool onTestDevices) {
       SessionOptions options;
-      options.accumulate = 2;
-      auto config =
-          session::meshConfig(meshOf(mesh.c_str()), *model, options, diag);
+      options.accumulate = 4;
+      options.schedule = c.schedule;
+      options.virtualStages = c.virtualStages;
+      auto config = session::meshConfig(meshOf(c.mesh), *model, options, diag);
       REQUIRE(config.succeeded());
       auto step = session::buildMeshStep(*model, *config, diag);
       REQUIRE(step.succeeded());
       session::MeshDevices devices =
           session::cpuMeshDevices(cpu::MeshOptions());
-      devices.runsPipelines = true;
       if (onTestDevices)
-        devices.pipelineExecutors =
-            [&made](const Executable &program, Communicator &comm,
-                    DiagnosticEngine &d) -> std::unique_ptr<DeviceExecutor> {
-          auto e = HostDevice::create(program, false, d, &comm);
-          if (e)
-            made.push_back(static_cast<HostDevice *>(e.get()));
-          return e;
+        devices.pipelineDevices = [&](const ir::Mesh &whole,
+                                      ProcessGroup *processes) {
+          CHECK(processes == nullptr);
+          CHECK(whole.numDevices() == meshOf(c.mesh).numDevices());
+          session::PipelineRunner::Devices out;
+          out.keepState = true;
+          out.collectives =
+              [&](const ir::Mesh &m,
+                  std::string &) -> std::unique_ptr<CommunicatorSet> {
+            auto set = std::make_unique<cpu::InProcessMesh>(m);
+            collectives = set.get();
+            return set;
+          };
+          out.executors =
+              [&](const Executable &program, Communicator &comm, size_t local,
+                  const SharedBuffers &shared,
+                  DiagnosticEngine &d) -> std::unique_ptr<DeviceExecutor> {
+            endpointsOfCollectives &=
+                collectives && &collectives->endpoint(comm.device()) == &comm;
+            localIsDevice &= static_cast<int64_t>(local) == comm.device();
+            auto e = HostDevice::create(
+                program, false, d, &comm,
+                static_cast<HostDevice *>(shared.stateOf),
+                static_cast<HostDevice *>(shared.outputsInto));
+            if (e)
+              made.push_back(static_cast<HostDevice *>(e.get()));
+            return e;
+          };
+          return out;
         };
       auto runner =
           session::MeshRunner::create(std::move(*step), devices, nullptr, diag);
@@ -389,32 +431,78 @@ TEST_CASE("mesh runner: a pipeline's programs run on device executors") {
     auto plain = makeRunner(false);
     auto tested = makeRunner(true);
     REQUIRE(!made.empty());
+    REQUIRE(tested->pipeline());
+    CHECK(tested->pipeline()->keepsState());
+    CHECK(endpointsOfCollectives);
+    CHECK(localIsDevice);
+    auto stateBytesIn = [&] {
+      uint64_t bytes = 0;
+      for (const HostDevice *e : made)
+        bytes += e->persistentBytesIn();
+      return bytes;
+    };
+    auto returnedSums = [&] {
+      std::set<std::string> names;
+      for (const HostDevice *e : made)
+        for (const std::string &name : e->returnedNames())
+          if (llvm::StringRef(name).startswith("micro.sum."))
+            names.insert(name);
+      return names;
+    };
     uint64_t reportedIn = 0, reportedOut = 0;
-    for (int step = 0; step < 3; ++step) {
+    auto run = [&](int step) {
       NamedTensors inputs = inputsOf(*model, step);
       auto a = plain->run(inputs, diag);
       auto b = tested->run(inputs, diag);
       REQUIRE(a.succeeded());
       REQUIRE(b.succeeded());
       CHECK(sameTensors(a->outputs, b->outputs));
+      // The step counter, read from the devices.
       CHECK(sameTensors(a->updates, b->updates));
       REQUIRE(plain->lastTransfers());
       CHECK(plain->lastTransfers()->hostToDevice == 0);
       REQUIRE(tested->lastTransfers());
       reportedIn += tested->lastTransfers()->hostToDevice;
       reportedOut += tested->lastTransfers()->deviceToHost;
+    };
+    run(0);
+    uint64_t stateAfterFirst = stateBytesIn();
+    CHECK(stateAfterFirst > 0);
+    // The tied embedding's gradient, given by the first and the last stage.
+    CHECK(returnedSums().size() == 1);
+    for (int step = 1; step < 3; ++step) {
+      run(step);
+      CHECK(stateBytesIn() == stateAfterFirst);
     }
+    CHECK(returnedSums().size() == 1);
     TransferBytes counted;
     for (const HostDevice *e : made)
       counted += e->totalTransfers();
-    CHECK(counted.hostToDevice > 0);
     CHECK(reportedIn == counted.hostToDevice);
-    CHECK(reportedOut == counted.deviceToHost);
+    // The reads of the step counter are the runner's, not a run's.
+    CHECK(reportedOut >= counted.deviceToHost);
+    // A gather fetches the devices' state: the plain runner's bits.
     auto wholeA = plain->gather(diag);
     auto wholeB = tested->gather(diag);
     REQUIRE(wholeA.succeeded());
     REQUIRE(wholeB.succeeded());
     CHECK(sameTensors(*wholeA, *wholeB));
+    // A load goes in again at the next step, and the steps go on equal.
+    REQUIRE(succeeded(plain->load(*wholeA, diag)));
+    REQUIRE(succeeded(tested->load(*wholeB, diag)));
+    run(3);
+    CHECK(stateBytesIn() == 2 * stateAfterFirst);
+    run(4);
+    CHECK(stateBytesIn() == 2 * stateAfterFirst);
+    // The stage meshes' all-reduces went through the executors'
+    // communicators; a pipeline of one device per stage has none.
+    uint64_t collectiveBytes = 0;
+    for (int64_t g = 0; g < collectives->mesh().numDevices(); ++g)
+      collectiveBytes += collectives->endpoint(g).bytesSent();
+    if (meshOf(c.mesh).numDevices() == 2)
+      CHECK(collectiveBytes == 0);
+    else
+      CHECK(collectiveBytes > 0);
   }
 }
 

@@ -2,8 +2,8 @@
 # Compiles for the CUDA backend (mgc compile --backend cuda: fusion within
 # its limits, then its own check of every program, no GPU needed) every
 # sample in both precisions, every valid model file under tests/, and the
-# meshes of the equivalence tests and of the GPU check. (Pipelines do not
-# run on CUDA yet: compile-refused.test checks that they are refused.)
+# meshes and pipelines of the equivalence tests and of the GPU check (every
+# stage, gather and update program of a pipeline).
 # Prints one line per program, "ok: ..." or "refused: ..." with the error,
 # and ends with a count; exits 1 when anything is refused.
 # Usage: compile-every-model.sh SOURCE_ROOT
@@ -51,6 +51,23 @@ for flags in "${meshes[@]}"; do
   check "gpt $flags" "${gpt[@]}" $flags --emit=plan
   # shellcheck disable=SC2086
   check "gpt bf16 $flags" "${gpt[@]}" $flags --precision bf16 --emit=plan
+done
+
+# Pipelines, on a GPT of four layers: every schedule, and the stage meshes.
+gpt4=("$src/samples/gpt.mg" -D V=256 -D T=16 -D D=32 -D H=2 -D L=4 -D B=8)
+pipelines=(
+  "--mesh pp=2" "--mesh pp=2,dp=2,tp=2 --microbatches 4"
+  "--mesh pp=2 --microbatches 4 --pipeline-schedule gpipe"
+  "--mesh pp=2 --microbatches 4 --pipeline-schedule zb-h1"
+  "--mesh pp=2 --microbatches 4 --pipeline-schedule interleaved --virtual-stages 2"
+  "--mesh pp=2,dp=2 --zero 1"
+)
+for flags in "${pipelines[@]}"; do
+  for precision in fp32 bf16; do
+    # shellcheck disable=SC2086
+    check "gpt $precision $flags" "${gpt4[@]}" $flags --precision $precision \
+      --emit=plan
+  done
 done
 
 echo "$((total - refused)) of $total programs compile for CUDA"
