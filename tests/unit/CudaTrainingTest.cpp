@@ -137,6 +137,62 @@ TEST_CASE("cuda: GPT training steps match the CPU backend") {
   trainBoth("gpt.mg", tiny, 8, 3, true);
 }
 
+// Pipelines with their devices simulated on one GPU: the CPU's losses to
+// f32 rounding, and after the first step no parameter or optimizer state
+// crosses to the GPU (the stage programs share the update programs' device
+// buffers; tests/unit/StateKeepingMeshTest.cpp checks the same logic on
+// host memory, bit for bit).
+TEST_CASE("cuda: GPT pipelines on one GPU train as on the CPU") {
+  if (skipWithoutCuda())
+    return;
+  struct Case {
+    const char *mesh, *schedule;
+    int virtualStages;
+  };
+  for (const Case &c :
+       {Case{"pp=2", "1f1b", 1}, Case{"pp=2,dp=2", "gpipe", 1},
+        Case{"pp=2,tp=2", "zb-h1", 1}, Case{"pp=2", "interleaved", 2}}) {
+    INFO(c.mesh << " " << c.schedule);
+    SessionOptions options;
+    options.defines = {{"V", "64"}, {"T", "8"}, {"D", "16"},
+                       {"H", "2"},  {"L", "4"}, {"B", "8"}};
+    options.seed = 3;
+    options.mesh = c.mesh;
+    options.accumulate = 4;
+    options.schedule = c.schedule;
+    options.virtualStages = c.virtualStages;
+    auto cpu = Session::create(sample("gpt.mg"), options);
+    REQUIRE(cpu);
+    options.backend = "cuda";
+    auto gpu = Session::create(sample("gpt.mg"), options);
+    INFO((gpu ? "" : gpu.status().message()));
+    REQUIRE(gpu);
+    uint64_t parameterBytes = 0;
+    for (const TensorInfo &p : (*cpu)->parameters()) {
+      uint64_t n = 4;
+      for (int64_t d : p.shape)
+        n *= static_cast<uint64_t>(d);
+      parameterBytes += n;
+    }
+    for (int step = 0; step < 3; ++step) {
+      for (auto &[name, t] : batch(**cpu, 11 + step, 8)) {
+        REQUIRE((*cpu)->feed(name, t));
+        REQUIRE((*gpu)->feed(name, t));
+      }
+      auto a = (*cpu)->step(), b = (*gpu)->step();
+      REQUIRE(a);
+      INFO((b ? "" : b.status().message()));
+      REQUIRE(b);
+      CHECK(std::fabs(b->loss - a->loss) <=
+            1e-5 * std::max(1.0, std::fabs(a->loss)));
+      REQUIRE(b->transfersMeasured);
+      INFO("step " << step + 1 << ": " << b->hostToDeviceBytes << " B in");
+      if (step > 0)
+        CHECK(b->hostToDeviceBytes < parameterBytes);
+    }
+  }
+}
+
 // With a CUDA Graph, batches handed over early (Session::feedNext) are
 // copied in on the side stream; the steps equal those of batches fed before
 // each step, bit for bit, also when a feed() replaces a handed-over batch.
