@@ -428,6 +428,10 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
   bool haveNext = false;
   int64_t skippedSteps = 0;
   std::optional<StepResult> lastTransfers; // the last step with them measured
+  // A failed --check-single stops the training at once, but the outputs
+  // asked for (--trace, --save, the log) are written all the same; the
+  // exit status carries the verdict.
+  int checkFailed = kSuccess;
   while (s.stepCount() < steps) {
     std::optional<bool> stop = stopNow();
     if (!stop)
@@ -501,20 +505,6 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
       noteOrigin();
       return rc;
     }
-    if (check) {
-      for (auto &[name, tensor] : batch) {
-        Status st = SessionInternals::feed(check->reference(), name, tensor);
-        if (!st)
-          return errorExit(st.message());
-      }
-      auto single = check->reference().step();
-      if (!single)
-        return errorExit(single.status().message());
-      std::string diff =
-          check->compareStep(result->step, result->loss, single->loss);
-      if (!diff.empty())
-        return errorExit(diff);
-    }
     StepRecord record;
     record.step = result->step;
     record.loss = result->loss;
@@ -528,6 +518,22 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
     if (result->transfersMeasured)
       lastTransfers = *result;
     progress.record(record);
+    if (check) {
+      for (auto &[name, tensor] : batch) {
+        Status st = SessionInternals::feed(check->reference(), name, tensor);
+        if (!st)
+          return errorExit(st.message());
+      }
+      auto single = check->reference().step();
+      if (!single)
+        return errorExit(single.status().message());
+      std::string diff =
+          check->compareStep(result->step, result->loss, single->loss);
+      if (!diff.empty()) {
+        checkFailed = errorExit(diff);
+        break;
+      }
+    }
     if (validation && validation->due(result->step, steps)) {
       auto evalStart = std::chrono::steady_clock::now();
       auto eval = validation->run(s);
@@ -550,7 +556,9 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
       lastSaved = result->step;
     }
   }
-  progress.finish(gInterrupted ? "interrupted" : "done");
+  progress.finish(checkFailed    ? "stopped"
+                  : gInterrupted ? "interrupted"
+                                 : "done");
   // What the last step moved between host and device, where measured on a
   // device that is not the host.
   if (lastTransfers && s.backendName() != "cpu")
@@ -599,10 +607,10 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
     }
     out << "\n";
   }
-  if (check) {
+  if (check && !checkFailed) {
     std::string diff = check->finish(s, out);
     if (!diff.empty())
-      return errorExit(diff);
+      checkFailed = errorExit(diff);
   }
   if (args->has("--trace")) {
     Status st = s.writeTrace(args->get("--trace"));
@@ -623,7 +631,7 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
                  << ": the log is incomplete\n";
     return kUserError;
   }
-  return kSuccess;
+  return checkFailed;
 }
 
 } // namespace mgc::cli
