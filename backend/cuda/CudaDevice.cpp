@@ -2,6 +2,7 @@
 #include "backend/cuda/CudaDevice.h"
 
 #include "backend/cuda/CudaCheck.h"
+#include "support/Deadline.h"
 
 #include <cuda_runtime_api.h>
 
@@ -94,9 +95,7 @@ LogicalResult waitForStream(cudaStream_t stream, double timeoutSeconds,
   if (!(timeoutSeconds > 0))
     return MGC_CUDA_CHECK(cudaStreamSynchronize(stream), diag, nullptr);
   using Clock = std::chrono::steady_clock;
-  auto deadline =
-      Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                         std::chrono::duration<double>(timeoutSeconds));
+  Clock::time_point deadline = deadlineAfter(timeoutSeconds);
   int sleepUs = 0;
   while (true) {
     cudaError_t status = cudaStreamQuery(stream);

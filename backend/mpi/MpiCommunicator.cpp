@@ -4,6 +4,7 @@
 #include "backend/PeerPlan.h"
 #include "backend/ProcessGroup.h"
 #include "backend/cpu/HostMover.h"
+#include "support/Deadline.h"
 
 #include <algorithm>
 #include <atomic>
@@ -37,9 +38,7 @@ WaitOutcome waitRequests(std::vector<MPI_Request> &requests,
   WaitOutcome out;
   size_t n = requests.size();
   statuses.resize(n);
-  auto deadline =
-      Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                         std::chrono::duration<double>(timeoutSeconds));
+  Clock::time_point deadline = deadlineAfter(timeoutSeconds);
   std::vector<int> indices(n);
   std::vector<MPI_Status> done(n);
   int idle = 0, sleepUs = 0;
