@@ -119,20 +119,26 @@ Value *buildSchedule(StepBuilder &sb, const OptimizerConfig &c, Value *t) {
   if (c.schedule == LRScheduleKind::Constant) {
     lr = sb.scalar(c.lr);
   } else {
-    Value *w = sb.scalar(static_cast<double>(c.warmupSteps));
-    Value *sinceWarmup = sb.sub(t, w);
-    Value *span = sb.scalar(static_cast<double>(c.totalSteps - c.warmupSteps));
-    Value *progress = sb.div(sinceWarmup, span);
+    DecaySpan decay = decaySpan(c);
+    Value *start = sb.scalar(static_cast<double>(decay.start));
+    Value *sinceStart = sb.sub(t, start);
+    Value *span = sb.scalar(static_cast<double>(decay.steps));
+    Value *progress = sb.div(sinceStart, span);
     Value *zero = sb.scalar(0.0);
     progress = sb.op(OpKind::Maximum, {progress, zero});
     Value *one = sb.scalar(1.0);
     progress = sb.op(OpKind::Minimum, {progress, one});
-    Value *pi = sb.scalar(std::numbers::pi);
-    Value *angle = sb.mul(pi, progress);
-    Value *cosine = sb.op(OpKind::Cos, {angle});
-    Value *onePlus = sb.add(one, cosine);
-    Value *half = sb.scalar(0.5);
-    Value *factor = sb.mul(half, onePlus);
+    Value *factor = nullptr;
+    if (c.schedule == LRScheduleKind::Cosine) {
+      Value *pi = sb.scalar(std::numbers::pi);
+      Value *angle = sb.mul(pi, progress);
+      Value *cosine = sb.op(OpKind::Cos, {angle});
+      Value *onePlus = sb.add(one, cosine);
+      Value *half = sb.scalar(0.5);
+      factor = sb.mul(half, onePlus);
+    } else {
+      factor = sb.sub(one, progress); // linear, and WSD's decay
+    }
     Value *range = sb.scalar(c.lr - c.minLR);
     Value *decayed = sb.mul(range, factor);
     Value *minLR = sb.scalar(c.minLR);

@@ -14,7 +14,13 @@
 namespace mgc::passes {
 
 enum class OptimizerKind { SGD, AdamW };
-enum class LRScheduleKind { Constant, Cosine };
+// The learning-rate schedules: after the linear warm-up, constant; a cosine
+// or a linear decay to min_lr at the horizon; or WSD (warm-up, stable,
+// decay): constant until the last `wsdDecaySteps` steps before the
+// horizon, then a linear decay to min_lr.
+enum class LRScheduleKind { Constant, Cosine, Linear, WSD };
+// "constant", "cosine", "linear", "wsd" (train.schedule).
+const char *scheduleName(LRScheduleKind kind);
 
 // Defaults follow torch.optim.SGD and torch.optim.AdamW.
 struct OptimizerConfig {
@@ -29,10 +35,17 @@ struct OptimizerConfig {
   double weightDecay = 0.01;
   LRScheduleKind schedule = LRScheduleKind::Constant; // train.schedule
   int64_t warmupSteps = 0;                            // train.warmup_steps
-  int64_t totalSteps = 0;     // train.steps (needed by the cosine schedule)
-  double minLR = 0.0;         // train.min_lr (cosine)
+  // train.steps: the run's length (mgc run sets it from --steps).
+  int64_t totalSteps = 0;
+  // train.decay_steps: the horizon, where a decaying schedule reaches
+  // min_lr and stays; 0: totalSteps.
+  int64_t decaySteps = 0;
+  int64_t wsdDecaySteps = 0;  // train.wsd_decay_steps (wsd)
+  double minLR = 0.0;         // train.min_lr (the decaying schedules)
   double clipGradNorm = 0.0;  // train.clip_grad_norm; 0 = no clipping
   bool keepGradients = false; // train.keep_gradients: keep grad.* outputs
+
+  int64_t horizon() const { return decaySteps > 0 ? decaySteps : totalSteps; }
 };
 
 // Reads the `train.*` attributes of a module. Reports every unknown or
@@ -43,6 +56,13 @@ FailureOr<OptimizerConfig> readOptimizerConfig(const ir::Attrs &moduleAttrs,
 // The learning rate of step t (1-based: the first step is t = 1), computed
 // in double: the formula the step graph computes from its step counter.
 double scheduledLR(const OptimizerConfig &config, int64_t t);
+
+// Where a decaying schedule's decay runs: from step `start` (its factor 1)
+// over `steps` steps (its factor 0 at start + steps, the horizon).
+struct DecaySpan {
+  int64_t start = 0, steps = 1;
+};
+DecaySpan decaySpan(const OptimizerConfig &config);
 
 // Names the step module uses.
 inline constexpr const char *kStepStateName = "opt.step";

@@ -21,10 +21,15 @@ constexpr llvm::StringLiteral kPrefix = "train.";
 // accepts without reading (they belong to the training loop, and precision
 // to the mixed-precision pass).
 constexpr llvm::StringLiteral kKnownSettings[] = {
-    "optimizer",      "lr",    "momentum",     "beta1",
-    "beta2",          "eps",   "weight_decay", "schedule",
-    "warmup_steps",   "steps", "min_lr",       "clip_grad_norm",
-    "keep_gradients", "seed",  "precision",    "pipeline_layers",
+    "optimizer",      "lr",
+    "momentum",       "beta1",
+    "beta2",          "eps",
+    "weight_decay",   "schedule",
+    "warmup_steps",   "steps",
+    "decay_steps",    "wsd_decay_steps",
+    "min_lr",         "clip_grad_norm",
+    "keep_gradients", "seed",
+    "precision",      "pipeline_layers",
 };
 
 std::string attrName(llvm::StringRef key) { return (kPrefix + key).str(); }
@@ -198,22 +203,38 @@ FailureOr<OptimizerConfig> readOptimizerConfig(const ir::Attrs &moduleAttrs,
     r.notFor("momentum", "optimizer adamw");
   }
 
-  if (auto k = r.word("schedule", {"constant", "cosine"}))
-    c.schedule = *k == 0 ? LRScheduleKind::Constant : LRScheduleKind::Cosine;
+  if (auto k = r.word("schedule", {"constant", "cosine", "linear", "wsd"}))
+    c.schedule = static_cast<LRScheduleKind>(*k);
   r.integer("warmup_steps", c.warmupSteps, 0);
   r.integer("steps", c.totalSteps, 1);
-  if (c.schedule == LRScheduleKind::Cosine) {
-    r.number("min_lr", c.minLR, 0.0, c.lr);
-    if (!r.has("steps"))
-      r.error("the cosine schedule needs the number of steps: set "
-              "train.steps");
-    else if (r.ok() && c.totalSteps <= c.warmupSteps)
-      r.error("the cosine schedule needs train.steps (" +
-              llvm::Twine(c.totalSteps) +
-              ") greater than train.warmup_steps (" +
-              llvm::Twine(c.warmupSteps) + ")");
+  r.integer("decay_steps", c.decaySteps, 1);
+  r.integer("wsd_decay_steps", c.wsdDecaySteps, 1);
+  std::string name = scheduleName(c.schedule);
+  if (c.schedule == LRScheduleKind::Constant) {
+    for (llvm::StringRef key : {"min_lr", "decay_steps", "wsd_decay_steps"})
+      r.notFor(key, "schedule constant");
   } else {
-    r.notFor("min_lr", "schedule constant");
+    r.number("min_lr", c.minLR, 0.0, c.lr);
+    // The horizon: train.decay_steps, else the run's steps.
+    const char *horizonKey = r.has("decay_steps") ? "decay_steps" : "steps";
+    if (!r.has("steps") && !r.has("decay_steps"))
+      r.error("the " + name + " schedule needs its length: set train.steps " +
+              "(the run's steps) or train.decay_steps");
+    else if (r.ok() && c.horizon() <= c.warmupSteps)
+      r.error("the " + name + " schedule needs train." + horizonKey + " (" +
+              llvm::Twine(c.horizon()) + ") greater than train.warmup_steps (" +
+              llvm::Twine(c.warmupSteps) + ")");
+    if (c.schedule != LRScheduleKind::WSD)
+      r.notFor("wsd_decay_steps", "schedule " + name);
+    else if (!r.has("wsd_decay_steps"))
+      r.error("the wsd schedule needs the length of its final decay: set "
+              "train.wsd_decay_steps");
+    else if (r.ok() && c.wsdDecaySteps > c.horizon() - c.warmupSteps)
+      r.error("the wsd schedule's decay (train.wsd_decay_steps = " +
+              llvm::Twine(c.wsdDecaySteps) + ") must end at train." +
+              horizonKey + " (" + llvm::Twine(c.horizon()) +
+              ") and start after the warm-up (train.warmup_steps = " +
+              llvm::Twine(c.warmupSteps) + ")");
   }
 
   r.number("clip_grad_norm", c.clipGradNorm, 0.0, std::nullopt);
@@ -226,6 +247,26 @@ FailureOr<OptimizerConfig> readOptimizerConfig(const ir::Attrs &moduleAttrs,
   return c;
 }
 
+const char *scheduleName(LRScheduleKind kind) {
+  switch (kind) {
+  case LRScheduleKind::Constant:
+    return "constant";
+  case LRScheduleKind::Cosine:
+    return "cosine";
+  case LRScheduleKind::Linear:
+    return "linear";
+  case LRScheduleKind::WSD:
+    return "wsd";
+  }
+  return "?";
+}
+
+DecaySpan decaySpan(const OptimizerConfig &c) {
+  if (c.schedule == LRScheduleKind::WSD)
+    return {c.horizon() - c.wsdDecaySteps, c.wsdDecaySteps};
+  return {c.warmupSteps, c.horizon() - c.warmupSteps};
+}
+
 double scheduledLR(const OptimizerConfig &c, int64_t step) {
   double t = static_cast<double>(step);
   double warm = 1.0;
@@ -233,11 +274,14 @@ double scheduledLR(const OptimizerConfig &c, int64_t step) {
     warm = std::min(t / static_cast<double>(c.warmupSteps), 1.0);
   if (c.schedule == LRScheduleKind::Constant)
     return c.lr * warm;
-  double span = static_cast<double>(c.totalSteps - c.warmupSteps);
-  double progress =
-      std::clamp((t - static_cast<double>(c.warmupSteps)) / span, 0.0, 1.0);
-  double cosine = 0.5 * (1.0 + std::cos(std::numbers::pi * progress));
-  return warm * (c.minLR + (c.lr - c.minLR) * cosine);
+  DecaySpan decay = decaySpan(c);
+  double progress = std::clamp((t - static_cast<double>(decay.start)) /
+                                   static_cast<double>(decay.steps),
+                               0.0, 1.0);
+  double factor = c.schedule == LRScheduleKind::Cosine
+                      ? 0.5 * (1.0 + std::cos(std::numbers::pi * progress))
+                      : 1.0 - progress;
+  return warm * (c.minLR + (c.lr - c.minLR) * factor);
 }
 
 } // namespace mgc::passes

@@ -2,6 +2,9 @@
 
 #include "runtime/DataNpy.h"
 
+#include <algorithm>
+#include <cmath>
+
 namespace mgc::runtime {
 
 namespace {
@@ -31,6 +34,8 @@ public:
     step_ = step;
     return llvm::Error::success();
   }
+
+  llvm::Error checkEveryValue() override;
 
   llvm::Error next(Batch &out) override {
     int64_t perEpoch = rows_ / batch_;
@@ -67,6 +72,43 @@ private:
   int64_t permEpoch_ = -1;
   std::vector<int64_t> perm_;
 };
+
+llvm::Error ArraySource::checkEveryValue() {
+  for (const BoundArray &bound : arrays_) {
+    const InputSpec &input = inputs_[bound.input];
+    bool integer = ir::isInteger(input.type.dtype);
+    auto range = options_.intRange.find(input.name);
+    if (integer && range == options_.intRange.end())
+      continue;
+    // Whole rows, about a million elements at a time, in the input's type.
+    int64_t perChunk =
+        std::max<int64_t>(1, (1 << 20) / std::max<int64_t>(1, bound.rowElems));
+    for (int64_t row = 0; row < rows_; row += perChunk) {
+      int64_t rows = std::min(perChunk, rows_ - row);
+      Tensor t(ir::TensorType(input.type.dtype, {rows * bound.rowElems}));
+      if (llvm::Error err = copyNpyElements(bound.array, row * bound.rowElems,
+                                            t.numel(), t, 0))
+        return err;
+      for (int64_t i = 0; i < t.numel(); ++i) {
+        double v = t.get(i);
+        bool fits = integer ? v >= 0 && v < static_cast<double>(range->second)
+                            : std::isfinite(v);
+        if (fits)
+          continue;
+        std::string where =
+            "'" + bound.array.file.path() + "' (input '" + input.name +
+            "'): row " + std::to_string(row + i / bound.rowElems) + " holds ";
+        if (integer)
+          return dataError(where + std::to_string(static_cast<int64_t>(v)) +
+                           ", outside [0, " + std::to_string(range->second) +
+                           "), the range the model reads it in");
+        return dataError(where + (std::isnan(v) ? "nan" : "inf") +
+                         ": the data must be finite");
+      }
+    }
+  }
+  return llvm::Error::success();
+}
 
 } // namespace
 

@@ -6,6 +6,7 @@
 
 #include "runtime/DataSource.h"
 
+#include <map>
 #include <memory>
 
 namespace mgc::runtime {
@@ -18,6 +19,10 @@ struct ArrayBinding {
 struct ArraySourceOptions {
   uint64_t seed = 0;
   bool shuffle = true;
+  // Per integer input, the exclusive bound of its values (an embedding's
+  // rows, a cross-entropy's classes): checkEveryValue() checks that every
+  // element lies in [0, bound).
+  std::map<std::string, int64_t> intRange;
 };
 
 // Reads and checks every file against its input: the array is [N, ...rest]

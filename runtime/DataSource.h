@@ -57,6 +57,12 @@ public:
   virtual std::optional<int64_t> batchesPerEpoch() const {
     return std::nullopt;
   }
+  // Reads every value the source can give, once, and checks it as next()
+  // would and more (a file's token outside the vocabulary, an array's
+  // integer outside its input's range or a float that is not finite), so
+  // that a bad file stops a run before it trains, not in the middle. Call
+  // it before next().
+  virtual llvm::Error checkEveryValue() { return llvm::Error::success(); }
 
 protected:
   // The rows of `input` (of `n` rows per batch) next() reads.

@@ -2,7 +2,9 @@
 
 #include "support/InputFile.h"
 
+#include <algorithm>
 #include <cstring>
+#include <optional>
 
 namespace mgc::runtime {
 
@@ -36,8 +38,24 @@ public:
   }
 
   llvm::Error next(Batch &out) override;
+  llvm::Error checkEveryValue() override;
 
 private:
+  // The vocabulary's size (0: unknown), and the error of token `v` at
+  // `position` of the file when it is outside.
+  int64_t vocabulary() const {
+    return options_.format == TokenFileFormat::TextBytes ? 256
+                                                         : options_.vocabSize;
+  }
+  std::optional<llvm::Error> outside(int64_t v, int64_t position) const {
+    int64_t vocab = vocabulary();
+    if (v >= 0 && (vocab <= 0 || v < vocab))
+      return std::nullopt;
+    return dataError(
+        "'" + options_.path + "': token " + llvm::Twine(v) + " at position " +
+        llvm::Twine(position) + " is outside the vocabulary [0, " +
+        (vocab > 0 ? llvm::Twine(vocab) : llvm::Twine("2^31")) + ")");
+  }
   size_t tokenBytes() const { return tokenBytesOf(options_.format); }
   // Token i of the bytes `p` read from the file.
   int64_t token(const char *p, int64_t i) const {
@@ -82,8 +100,6 @@ llvm::Error TokenSource::next(Batch &out) {
     perm_ = epochPermutation(windows_, options_.seed, epoch);
     permEpoch_ = epoch;
   }
-  int64_t vocab =
-      options_.format == TokenFileFormat::TextBytes ? 256 : options_.vocabSize;
   Batch batch;
   for (const InputSpec &input : inputs_) {
     Tensor t(input.type);
@@ -102,12 +118,8 @@ llvm::Error TokenSource::next(Batch &out) {
           return err;
         for (int64_t i = 0; i < context_; ++i) {
           int64_t v = token(window_.data(), i);
-          if (v < 0 || (vocab > 0 && v >= vocab))
-            return dataError(
-                "'" + options_.path + "': token " + llvm::Twine(v) +
-                " at position " + llvm::Twine(start + i) +
-                " is outside the vocabulary [0, " +
-                (vocab > 0 ? llvm::Twine(vocab) : llvm::Twine("2^31")) + ")");
+          if (std::optional<llvm::Error> err = outside(v, start + i))
+            return std::move(*err);
           store(t, b * context_ + i, v);
         }
       }
@@ -116,6 +128,24 @@ llvm::Error TokenSource::next(Batch &out) {
   }
   out = std::move(batch);
   ++step_;
+  return llvm::Error::success();
+}
+
+llvm::Error TokenSource::checkEveryValue() {
+  // The file in chunks of a million tokens.
+  constexpr int64_t kChunk = 1 << 20;
+  std::vector<char> bytes;
+  for (int64_t first = 0; first < numTokens_; first += kChunk) {
+    int64_t n = std::min(kChunk, numTokens_ - first);
+    bytes.resize(static_cast<size_t>(n) * tokenBytes());
+    if (llvm::Error err =
+            file_.read(first * tokenBytes(), bytes.size(), bytes.data()))
+      return err;
+    for (int64_t i = 0; i < n; ++i)
+      if (std::optional<llvm::Error> err =
+              outside(token(bytes.data(), i), first + i))
+        return std::move(*err);
+  }
   return llvm::Error::success();
 }
 

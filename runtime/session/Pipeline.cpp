@@ -41,6 +41,8 @@ constexpr Setting kSettings[] = {
     {"schedule", SettingKind::Word},
     {"warmup_steps", SettingKind::Integer},
     {"steps", SettingKind::Integer},
+    {"decay_steps", SettingKind::Integer},
+    {"wsd_decay_steps", SettingKind::Integer},
     {"min_lr", SettingKind::Number},
     {"clip_grad_norm", SettingKind::Number},
     {"keep_gradients", SettingKind::Bool},

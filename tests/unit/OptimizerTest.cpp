@@ -307,34 +307,22 @@ TEST_CASE("optimizer: gradient clipping by global norm") {
   CHECK(std::sqrt(un) == doctest::Approx(1.0).epsilon(1e-6));
 }
 
-TEST_CASE("optimizer: schedule values at chosen steps") {
-  // Cosine: warm-up over 4 steps to lr = 1, down to 0.1 at step 12.
-  Run r = runPipeline(fakeModule(
-      "train.lr = 1.0, train.min_lr = 0.1, train.optimizer = \"sgd\", "
-      "train.schedule = \"cosine\", train.steps = 12, train.warmup_steps = 4"));
+// Runs the step module of `attrs` for `steps` steps in the interpreter:
+// its lr output at every step equals passes::scheduledLR(config) and, at
+// the steps of `expected`, the value worked out by hand.
+void checkSchedule(const std::string &attrs,
+                   const passes::OptimizerConfig &config, int steps,
+                   std::map<int, double> expected) {
+  INFO(attrs);
+  Run r = runPipeline(fakeModule(attrs));
   INFO(r.diags);
   REQUIRE(r.ok);
-  std::map<int, double> expected = {
-      {1, 0.25},                              // warm-up
-      {2, 0.5},                               // warm-up
-      {4, 1.0},                               // peak
-      {6, 0.1 + 0.45 * (1 + std::sqrt(0.5))}, // a quarter of the decay
-      {8, 0.55},                              // cosine midpoint
-      {12, 0.1},                              // end
-      {14, 0.1},                              // after the end: min_lr
-  };
   TensorMap args;
   for (const auto &arg : r.module->graph().arguments())
     args[arg->name()] = initParameter(*arg, 1);
   args["x"] = HostTensor(TensorType(DType::F32, {2, 3}), {0, 0, 0, 0, 0, 0});
-  passes::OptimizerConfig config;
-  config.lr = 1.0;
-  config.minLR = 0.1;
-  config.schedule = passes::LRScheduleKind::Cosine;
-  config.totalSteps = 12;
-  config.warmupSteps = 4;
   DiagnosticEngine diag;
-  for (int t = 1; t <= 14; ++t) {
+  for (int t = 1; t <= steps; ++t) {
     INFO("step " << t);
     TensorMap updated;
     auto out = interpret(*r.module, args, diag, &updated);
@@ -345,10 +333,67 @@ TEST_CASE("optimizer: schedule values at chosen steps") {
       CHECK(lr == doctest::Approx(expected[t]).epsilon(1e-14));
     applyUpdates(args, updated);
   }
+}
+
+TEST_CASE("optimizer: schedule values at chosen steps") {
+  // Cosine: warm-up over 4 steps to lr = 1, down to 0.1 at step 12.
+  passes::OptimizerConfig config;
+  config.lr = 1.0;
+  config.minLR = 0.1;
+  config.schedule = passes::LRScheduleKind::Cosine;
+  config.totalSteps = 12;
+  config.warmupSteps = 4;
+  checkSchedule(
+      "train.lr = 1.0, train.min_lr = 0.1, train.optimizer = \"sgd\", "
+      "train.schedule = \"cosine\", train.steps = 12, train.warmup_steps = 4",
+      config, 14,
+      {
+          {1, 0.25},                              // warm-up
+          {2, 0.5},                               // warm-up
+          {4, 1.0},                               // peak
+          {6, 0.1 + 0.45 * (1 + std::sqrt(0.5))}, // a quarter of the decay
+          {8, 0.55},                              // cosine midpoint
+          {12, 0.1},                              // end
+          {14, 0.1},                              // after the end: min_lr
+      });
+  // train.decay_steps ends the decay before the run's steps.
+  config.decaySteps = 8;
+  checkSchedule("train.lr = 1.0, train.min_lr = 0.1, train.optimizer = "
+                "\"sgd\", train.schedule = \"cosine\", train.steps = 12, "
+                "train.decay_steps = 8, train.warmup_steps = 4",
+                config, 12, {{4, 1.0}, {6, 0.55}, {8, 0.1}, {12, 0.1}});
+  // Linear: from the peak at step 4 to 0.1 at step 12.
+  config.schedule = passes::LRScheduleKind::Linear;
+  config.decaySteps = 0;
+  checkSchedule(
+      "train.lr = 1.0, train.min_lr = 0.1, train.optimizer = "
+      "\"sgd\", train.schedule = \"linear\", train.steps = 12, "
+      "train.warmup_steps = 4",
+      config, 14,
+      {{2, 0.5}, {4, 1.0}, {6, 0.775}, {8, 0.55}, {12, 0.1}, {14, 0.1}});
+  // WSD: warm-up to step 2, the peak until step 6, then down to 0 at 10.
+  config.schedule = passes::LRScheduleKind::WSD;
+  config.minLR = 0;
+  config.warmupSteps = 2;
+  config.totalSteps = 10;
+  config.wsdDecaySteps = 4;
+  checkSchedule("train.lr = 1.0, train.optimizer = \"sgd\", train.schedule "
+                "= \"wsd\", train.steps = 10, train.warmup_steps = 2, "
+                "train.wsd_decay_steps = 4",
+                config, 12,
+                {{1, 0.5},
+                 {2, 1.0},
+                 {5, 1.0},
+                 {6, 1.0},
+                 {7, 0.75},
+                 {8, 0.5},
+                 {10, 0.0},
+                 {12, 0.0}});
 
   // Constant with warm-up.
   config.schedule = passes::LRScheduleKind::Constant;
   config.lr = 0.4;
+  config.warmupSteps = 4;
   CHECK(passes::scheduledLR(config, 1) == doctest::Approx(0.1));
   CHECK(passes::scheduledLR(config, 4) == doctest::Approx(0.4));
   CHECK(passes::scheduledLR(config, 1000) == doctest::Approx(0.4));
@@ -440,11 +485,29 @@ TEST_CASE("optimizer: settings and module errors") {
        "setting train.beta1 does not apply to optimizer sgd"},
       {"train.optimizer = \"sgd\", train.momentum = -1",
        "invalid setting train.momentum = -1"},
-      {"train.schedule = \"linear\"",
-       "invalid setting train.schedule = \"linear\": expected one of "
-       "constant, cosine"},
-      {"train.schedule = \"cosine\"", "the cosine schedule needs the number "
-                                      "of steps: set train.steps"},
+      {"train.schedule = \"step\"",
+       "invalid setting train.schedule = \"step\": expected one of "
+       "constant, cosine, linear, wsd"},
+      {"train.schedule = \"cosine\"",
+       "the cosine schedule needs its length: set train.steps (the run's "
+       "steps) or train.decay_steps"},
+      {"train.schedule = \"linear\", train.steps = 10, train.decay_steps = "
+       "3, train.warmup_steps = 5",
+       "the linear schedule needs train.decay_steps (3) greater than "
+       "train.warmup_steps (5)"},
+      {"train.schedule = \"wsd\", train.steps = 10",
+       "the wsd schedule needs the length of its final decay: set "
+       "train.wsd_decay_steps"},
+      {"train.schedule = \"wsd\", train.steps = 10, train.warmup_steps = 4, "
+       "train.wsd_decay_steps = 7",
+       "the wsd schedule's decay (train.wsd_decay_steps = 7) must end at "
+       "train.steps (10) and start after the warm-up (train.warmup_steps = "
+       "4)"},
+      {"train.schedule = \"cosine\", train.steps = 10, "
+       "train.wsd_decay_steps = 2",
+       "setting train.wsd_decay_steps does not apply to schedule cosine"},
+      {"train.decay_steps = 10",
+       "setting train.decay_steps does not apply to schedule constant"},
       {"train.schedule = \"cosine\", train.steps = 10, train.warmup_steps = "
        "10",
        "the cosine schedule needs train.steps (10) greater than "

@@ -102,6 +102,35 @@ int usageError(const std::string &message) {
   return kUsageError;
 }
 
+// Warns when the run goes on past the end of its decaying learning-rate
+// schedule (train.decay_steps, or a compiled executable's train.steps):
+// the steps after it train at the final rate.
+void warnPastSchedule(const ModelFacts &facts,
+                      const std::map<std::string, std::string> &train,
+                      int64_t steps) {
+  auto setting = [&](const char *key, const std::string &fromModel) {
+    auto it = train.find(key);
+    return it != train.end() ? it->second : fromModel;
+  };
+  std::string schedule = setting("schedule", facts.trainSchedule);
+  if (schedule.empty() || schedule == "constant")
+    return;
+  std::optional<int64_t> horizon = facts.trainDecaySteps;
+  const char *key = "train.decay_steps";
+  if (int64_t n = 0;
+      train.count("decay_steps") && parseInt(train.at("decay_steps"), 1, n))
+    horizon = n;
+  if (!horizon && facts.compiled) {
+    horizon = facts.trainSteps;
+    key = "train.steps, fixed in the compiled model";
+  }
+  if (horizon && steps > *horizon)
+    llvm::errs() << "mgc run: warning: the " << schedule
+                 << " learning-rate schedule ends at step " << *horizon << " ("
+                 << key << "): steps " << *horizon + 1 << " to " << steps
+                 << " train at its final rate (train.min_lr)\n";
+}
+
 } // namespace
 
 int runRun(llvm::ArrayRef<std::string> rawArgs) {
@@ -130,10 +159,15 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
       return usageError(std::string(flag) + " expects a number, got '" +
                         args->get(flag) + "'");
   }
-  int64_t warmup = 0;
-  if (args->has("--warmup") && !parseInt(args->get("--warmup"), 0, warmup))
-    return usageError("--warmup expects an integer >= 0, got '" +
-                      args->get("--warmup") + "'");
+  for (auto [flag, lowest] : {std::pair<const char *, int64_t>{"--warmup", 0},
+                              {"--decay-steps", 1},
+                              {"--wsd-decay-steps", 1}}) {
+    int64_t n = 0;
+    if (args->has(flag) && !parseInt(args->get(flag), lowest, n))
+      return usageError(std::string(flag) +
+                        " expects an integer >= " + std::to_string(lowest) +
+                        ", got '" + args->get(flag) + "'");
+  }
 
   int64_t steps = 0, saveEvery = 0, logEvery = 10, seed = 0;
   if (args->has("--steps") && !parseInt(args->get("--steps"), 0, steps))
@@ -213,6 +247,11 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
   if (std::string why = Validation::parse(*args, data, validation);
       !why.empty())
     return usageError(why);
+  // Found now, not at the first evaluation after hours of training.
+  if (validation && mesh->mesh && mesh->mesh->findAxis(ir::kPipelineAxis))
+    return usageError("--eval-every on a mesh with a pp axis is not built: "
+                      "save a checkpoint and evaluate it with 'mgc eval' on "
+                      "the same mesh without pp");
 
   // No output may overwrite an input, and the log or trace not the
   // checkpoint (--save may replace the checkpoint it resumed from: it is
@@ -271,6 +310,11 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
                         "steps)");
     steps = *facts.trainSteps;
   }
+  // A decaying learning-rate schedule ends where the run does (train.steps
+  // is the run's length), unless train.decay_steps says otherwise; a
+  // compiled executable's schedule is fixed.
+  if (args->has("--steps") && steps >= 1 && !facts.compiled)
+    options.train["steps"] = std::to_string(steps);
 
   auto session = Session::create(modelPath, options);
   if (!session)
@@ -278,6 +322,8 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
   Session &s = **session;
   // Rank 0 speaks for the job: progress, the summary and the JSON log.
   bool speaker = s.rank() == 0;
+  if (speaker)
+    warnPastSchedule(facts, options.train, steps);
   llvm::raw_ostream &out = speaker ? llvm::outs() : llvm::nulls();
   if (Status st = loadStartingPoint(s, args->get("--resume"),
                                     args->get("--init-from"), &out);
@@ -324,7 +370,7 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
     }
   if (validation)
     if (auto err = validation->open(s.inputs(), facts))
-      return errorExit(llvm::toString(std::move(err)));
+      return errorExit("--eval-data: " + llvm::toString(std::move(err)));
   // A resumed run sees the batches an uninterrupted one would have.
   if (auto err = setup->source->seek(firstStep))
     return errorExit(llvm::toString(std::move(err)));
@@ -428,6 +474,22 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
   bool haveNext = false;
   int64_t skippedSteps = 0;
   std::optional<StepResult> lastTransfers; // the last step with them measured
+  // A failure between steps (reading the data, an evaluation) first saves
+  // the state the steps reached, when a checkpoint was asked for, then
+  // stops. In one process only: another rank may not have failed, and a
+  // save is collective.
+  auto stopAfterSaving = [&](const std::string &why) -> int {
+    bool unsaved = !lastSaved || *lastSaved != s.stepCount();
+    if (!savePath.empty() && s.processCount() <= 1 &&
+        s.stepCount() > firstStep && unsaved) {
+      progress.finish("stopped");
+      if (int rc = save())
+        return rc;
+      out << "saved step " << s.stepCount() << " to " << savePath
+          << " before stopping\n";
+    }
+    return errorExit(why);
+  };
   // A failed --check-single stops the training at once, but the outputs
   // asked for (--trace, --save, the log) are written all the same; the
   // exit status carries the verdict.
@@ -444,23 +506,23 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
       haveNext = false;
     } else {
       if (auto err = setup->source->next(batch))
-        return errorExit(llvm::toString(std::move(err)));
+        return stopAfterSaving(llvm::toString(std::move(err)));
       // The batch is read again only by --check-single's reference run:
       // otherwise its tensors move into the session, uncopied.
       for (auto &[name, tensor] : batch) {
         Status st = SessionInternals::feed(
             s, name, check ? runtime::Tensor(tensor) : std::move(tensor));
         if (!st)
-          return errorExit(st.message());
+          return stopAfterSaving(st.message());
       }
     }
     if (handOver && s.stepCount() + 1 < steps) {
       if (auto err = setup->source->next(nextBatch))
-        return errorExit(llvm::toString(std::move(err)));
+        return stopAfterSaving(llvm::toString(std::move(err)));
       for (auto &[name, tensor] : nextBatch) {
         Status st = SessionInternals::feed(s, name, tensor, true);
         if (!st)
-          return errorExit(st.message());
+          return stopAfterSaving(st.message());
       }
       haveNext = true;
     }
@@ -522,7 +584,7 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
       for (auto &[name, tensor] : batch) {
         Status st = SessionInternals::feed(check->reference(), name, tensor);
         if (!st)
-          return errorExit(st.message());
+          return stopAfterSaving(st.message());
       }
       auto single = check->reference().step();
       if (!single)
@@ -538,7 +600,8 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
       auto evalStart = std::chrono::steady_clock::now();
       auto eval = validation->run(s);
       if (!eval)
-        return errorExit("--eval-data: " + llvm::toString(eval.takeError()));
+        return stopAfterSaving("--eval-data: " +
+                               llvm::toString(eval.takeError()));
       progress.recordEval(result->step, *eval, validation->description(),
                           std::chrono::duration<double>(
                               std::chrono::steady_clock::now() - evalStart)
@@ -548,7 +611,7 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
       if (haveNext)
         for (auto &[name, tensor] : nextBatch)
           if (Status st = SessionInternals::feed(s, name, tensor); !st)
-            return errorExit(st.message());
+            return stopAfterSaving(st.message());
     }
     if (saveEvery && result->step % saveEvery == 0 && result->step != steps) {
       if (int rc = save())

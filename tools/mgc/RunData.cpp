@@ -139,9 +139,17 @@ ModelFacts inspectModel(const std::string &path,
     facts.trainSteps = static_cast<int64_t>(*steps);
   if (auto seed = number("train.seed"); seed && *seed >= 0 && *seed < 1.8e19)
     facts.trainSeed = static_cast<uint64_t>(*seed);
-  if (const ir::AttrValue *v = m.attrs().find("train.precision"))
-    if (auto *s = std::get_if<std::string>(v))
-      facts.trainPrecision = *s;
+  if (auto steps = number("train.decay_steps");
+      steps && *steps >= 1 && *steps < 9e15)
+    facts.trainDecaySteps = static_cast<int64_t>(*steps);
+  auto word = [&](llvm::StringRef key) {
+    const ir::AttrValue *v = m.attrs().find(key);
+    const std::string *s = v ? std::get_if<std::string>(v) : nullptr;
+    return s ? *s : std::string();
+  };
+  facts.trainPrecision = word("train.precision");
+  facts.trainSchedule = word("train.schedule");
+  facts.compiled = exe != nullptr;
   return facts;
 }
 
@@ -206,6 +214,7 @@ llvm::Expected<DataSetup> makeDataSource(const std::vector<TensorInfo> &inputs,
     runtime::ArraySourceOptions options;
     options.seed = choice.seed;
     options.shuffle = choice.shuffle;
+    options.intRange = facts.intRange;
     auto source = runtime::makeArraySource(specs, choice.arrays, options);
     if (!source)
       return source.takeError();
@@ -243,6 +252,10 @@ llvm::Expected<DataSetup> makeDataSource(const std::vector<TensorInfo> &inputs,
     setup.source = std::move(*source);
     setup.description = "synthetic";
   }
+  // Every value at once, before any step: a bad file stops the run before
+  // it trains, not hours into it.
+  if (llvm::Error err = setup.source->checkEveryValue())
+    return err;
   setup.source = runtime::makePrefetchingSource(std::move(setup.source));
   return setup;
 }

@@ -20,10 +20,18 @@ const TrainFlag kTrainFlags[] = {
     {"--beta1", "beta1", "X", "AdamW beta1 (train.beta1)"},
     {"--beta2", "beta2", "X", "AdamW beta2 (train.beta2)"},
     {"--eps", "eps", "X", "AdamW epsilon (train.eps)"},
-    {"--schedule", "schedule", "NAME", "constant or cosine (train.schedule)"},
+    {"--schedule", "schedule", "NAME",
+     "constant, cosine, linear or wsd (train.schedule)"},
     {"--warmup", "warmup_steps", "N",
      "linear warm-up steps (train.warmup_steps)"},
-    {"--min-lr", "min_lr", "X", "final learning rate of cosine (train.min_lr)"},
+    {"--decay-steps", "decay_steps", "N",
+     "the step where a decaying schedule reaches --min-lr and stays "
+     "(train.decay_steps; default: the run's steps)"},
+    {"--wsd-decay-steps", "wsd_decay_steps", "N",
+     "wsd: the length of the final linear decay, which ends at "
+     "--decay-steps (train.wsd_decay_steps)"},
+    {"--min-lr", "min_lr", "X",
+     "final learning rate of a decaying schedule (train.min_lr)"},
     {"--clip-grad-norm", "clip_grad_norm", "X",
      "clip gradients to this global norm; 0 is off (train.clip_grad_norm)"},
 };

@@ -84,7 +84,7 @@ llvm::Error Validation::open(const std::vector<TensorInfo> &inputs,
   if (batches_ <= 0)
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
-        "--eval-data: the data " + setup->description +
+        "the data " + setup->description +
             " hold less than one batch of the model");
   description_ = std::to_string(batches_) +
                  (batches_ == 1 ? " batch of " : " batches of ") +
