@@ -56,11 +56,13 @@ void Lowerer::collectBlocks(const FileAST &file) {
       note(prev->second->loc, "previous definition is here");
       continue;
     }
-    if (lookupBuiltin(b.name)) {
-      error(b.loc,
-            "block '" + b.name + "' has the name of a built-in function");
-      continue;
-    }
+    // A model's own block shadows a built-in of its name, as a Python
+    // definition shadows a builtin: a new built-in never breaks a model
+    // written before it.
+    if (lookupBuiltin(b.name))
+      diag_.note(b.loc, "block '" + b.name + "' shadows the built-in " +
+                            "function of that name: the model's calls of '" +
+                            b.name + "' call the block");
     blocks_[b.name] = &b;
   }
 }

@@ -142,6 +142,36 @@ model m {
                       "layers.2", "layers.2.inner", "layers.2.inner_1"});
 }
 
+// Every built-in, as the name of a model's own block: the block shadows it
+// (with a note) and the model's calls call the block, so that adding a
+// built-in never breaks a model that already defines a block of its name
+// (rmsnorm and rope did).
+TEST_CASE("frontend lower: a block shadows the built-in of its name") {
+  for (const Builtin &b : allBuiltins()) {
+    std::string name = b.name.str();
+    INFO(name);
+    Compiled c = compileText("block " + name +
+                             "(x: f32[2]) -> f32[2] {\n"
+                             "  param w: f32[2] = ones\n"
+                             "  return x * w\n"
+                             "}\n"
+                             "model m {\n"
+                             "  input x: f32[2]\n"
+                             "  output y = " +
+                             name + "(x)\n}\n");
+    INFO(c.diags);
+    REQUIRE(c.module);
+    CHECK(contains(c.diags, "test.mg:1:7: note: block '" + name +
+                                "' shadows the built-in function of that "
+                                "name"));
+    // The block's parameter and its one op: a multiply.
+    REQUIRE(c.module->graph().params().size() == 1);
+    CHECK(c.module->graph().params()[0]->name() == name + ".w");
+    REQUIRE(c.module->graph().numOps() == 1);
+    CHECK(c.module->graph().ops().front()->kind() == ir::OpKind::Mul);
+  }
+}
+
 TEST_CASE("frontend lower: repeat 0 leaves the value unchanged") {
   Compiled c = compileText(R"(
 block f(x: f32[2]) -> f32[2] {
