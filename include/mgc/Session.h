@@ -145,6 +145,11 @@ struct SessionOptions {
   // Seconds a collective or send/recv between processes waits for its
   // peers before the step fails naming the ranks that never arrived.
   double commTimeout = 300;
+  // With several processes: settings outside the session that every rank
+  // must give alike, by the name a user knows them by (mgc run's "--steps",
+  // "the data"). The session compares them with its own plan when it
+  // starts, and refuses a difference, naming it and both values.
+  std::map<std::string, std::string> sameOnEveryRank;
   // Where the step and forward programs run: "cpu"; "cuda", one CUDA device
   // (an error where there is none, or in a build without CUDA); "auto", CUDA
   // when a device is present, else the CPU. With "cuda" a mesh or

@@ -2,6 +2,7 @@
 // joins (SessionOptions::processes and the launcher's variables), and the
 // start-up check that every rank compiled the same plan.
 #include "runtime/session/Guarded.h"
+#include "runtime/session/Pipeline.h"
 #include "runtime/session/SessionImpl.h"
 
 #include "backend/FaultInjection.h"
@@ -78,30 +79,86 @@ FailureOr<backend::ProcessGroup *> jobProcesses(const SessionOptions &options,
 #endif
 }
 
+namespace {
+
+// What every rank must agree on, by the name a user knows each by, in the
+// order a difference is reported: the caller's settings, the train.* ones
+// (--steps before the train.steps it sets, both before the step graph they
+// change), the flags the sharded model leaves out, and last the sharded
+// model's hash (the model file, -D, the mesh: "plan").
+std::vector<std::pair<std::string, std::string>>
+planSettings(const MeshStep &s, const SessionOptions &options) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto &[name, value] : options.sameOnEveryRank)
+    out.push_back({name, value});
+  for (const auto &[name, value] : s.sharded->attrs().entries())
+    if (llvm::StringRef(name).startswith("train."))
+      out.push_back({name, ir::formatAttrValue(value)});
+  out.push_back({"--accumulate", std::to_string(s.accumulate)});
+  out.push_back({"--seed", std::to_string(options.seed)});
+  out.push_back({"--backend", options.backend});
+  if (const PipelinePart *p = s.pipeline.get()) {
+    out.push_back(
+        {"--pipeline-schedule", passes::scheduleName(p->schedule.kind)});
+    out.push_back({"--virtual-stages", std::to_string(p->schedule.chunks)});
+    std::string stages;
+    for (size_t v = 0; v < p->first.size(); ++v)
+      stages += (v ? "," : "") + std::to_string(p->first[v]);
+    out.push_back({"--stages (the first layer of each stage)", stages});
+  }
+  out.push_back({"plan", modelHash(*s.sharded)});
+  return out;
+}
+
+} // namespace
+
 LogicalResult checkSamePlan(const MeshStep &s, backend::ProcessGroup *processes,
-                            uint64_t seed, DiagnosticEngine &diag) {
+                            const SessionOptions &options,
+                            DiagnosticEngine &diag) {
   if (!processes || processes->size() <= 1)
     return success();
-  std::string plan = ir::printModuleToString(*s.sharded) +
-                     "\naccumulate=" + std::to_string(s.accumulate) +
-                     "\nseed=" + std::to_string(seed);
-  std::string hash = runtime::hashModelSource(plan);
+  // One line per setting, "name\tvalue": the values hold no newline.
+  auto settings = planSettings(s, options);
+  std::string mine;
+  for (const auto &[name, value] : settings)
+    mine += name + "\t" + value + "\n";
   std::vector<std::string> all;
   std::string error;
-  if (failed(processes->allGather(hash, all, error))) {
+  if (failed(processes->allGather(mine, all, error))) {
     diag.error("comparing the ranks' plans: " + error);
     return failure();
   }
-  for (size_t r = 0; r < all.size(); ++r)
-    if (all[r] != all[0]) {
-      diag.error("rank " + std::to_string(r) +
-                 " compiled another plan than "
-                 "rank 0 (plan hash " +
-                 all[r].substr(0, 12) + "... against " + all[0].substr(0, 12) +
-                 "...): every rank must be given the same model file, -D, "
-                 "mesh, flags and seed");
+  for (size_t r = 1; r < all.size(); ++r) {
+    if (all[r] == all[0])
+      continue;
+    llvm::SmallVector<llvm::StringRef> first, theirs;
+    llvm::StringRef(all[0]).split(first, '\n');
+    llvm::StringRef(all[r]).split(theirs, '\n');
+    for (size_t i = 0; i < std::max(first.size(), theirs.size()); ++i) {
+      auto [name0, value0] =
+          i < first.size() ? first[i].split('\t')
+                           : std::pair<llvm::StringRef, llvm::StringRef>();
+      auto [nameR, valueR] =
+          i < theirs.size() ? theirs[i].split('\t')
+                            : std::pair<llvm::StringRef, llvm::StringRef>();
+      if (name0 == nameR && value0 == valueR)
+        continue;
+      if (name0 != nameR || name0 == "plan") {
+        diag.error("rank " + std::to_string(r) +
+                   " compiled another plan than rank 0 (plan hash " +
+                   valueR.substr(0, 12).str() + "... against " +
+                   value0.substr(0, 12).str() +
+                   "...): every rank must be given the same model file, -D, "
+                   "mesh, flags and seed");
+        return failure();
+      }
+      diag.error("rank " + std::to_string(r) + " was given " + nameR.str() +
+                 " '" + valueR.str() + "' but rank 0 '" + value0.str() +
+                 "': every rank must be given the same model file, -D, "
+                 "mesh, flags, seed and data");
       return failure();
     }
+  }
   return success();
 }
 

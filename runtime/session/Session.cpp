@@ -292,7 +292,7 @@ Session::create(const std::string &path, const SessionOptions &options) {
             auto meshStep = session::buildMeshStep(*module, *config, diag);
             if (meshStep.failed() ||
                 failed(session::checkSamePlan(*meshStep, impl->processes,
-                                              options.seed, diag)))
+                                              options, diag)))
               return c.status();
             auto devices =
                 session::meshDevices(options, *onCuda, impl->processes, diag);

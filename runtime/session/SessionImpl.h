@@ -126,9 +126,12 @@ FailureOr<MeshDevices> meshDevices(const SessionOptions &options, bool onCuda,
                                    backend::ProcessGroup *processes,
                                    DiagnosticEngine &diag);
 // With several processes: every rank must have built the same plan (model,
-// -D, mesh, settings, seed); refuses, naming the first rank that differs.
+// -D, mesh, settings, seed, the pipeline's schedule and stages) and been
+// given the same SessionOptions::sameOnEveryRank; refuses, naming the
+// first rank and setting that differ.
 LogicalResult checkSamePlan(const MeshStep &step,
-                            backend::ProcessGroup *processes, uint64_t seed,
+                            backend::ProcessGroup *processes,
+                            const SessionOptions &options,
                             DiagnosticEngine &diag);
 // With SessionOptions::findNonFinite, after a step that was not finite:
 // where its values first stopped being finite, in words, with the op's

@@ -315,6 +315,11 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
   // compiled executable's schedule is fixed.
   if (args->has("--steps") && steps >= 1 && !facts.compiled)
     options.train["steps"] = std::to_string(steps);
+  // Ranks that would train on other steps or data are refused at start.
+  if (gJob.size > 1) {
+    options.sameOnEveryRank["--steps"] = std::to_string(steps);
+    options.sameOnEveryRank["the data"] = dataIdentity(data);
+  }
 
   auto session = Session::create(modelPath, options);
   if (!session)

@@ -2,14 +2,17 @@
 
 #include "backend/Executable.h"
 #include "frontend/Frontend.h"
+#include "runtime/Checkpoint.h"
 #include "runtime/DataArrays.h"
 #include "runtime/DataPrefetch.h"
 #include "runtime/DataSynthetic.h"
 #include "runtime/DataTokens.h"
+#include "support/InputFile.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace mgc::cli {
@@ -258,6 +261,53 @@ llvm::Expected<DataSetup> makeDataSource(const std::vector<TensorInfo> &inputs,
     return err;
   setup.source = runtime::makePrefetchingSource(std::move(setup.source));
   return setup;
+}
+
+namespace {
+
+// A file's size and a hash of three pieces of it; what cannot be read says
+// so (the run reports the error when it opens the file).
+std::string fileIdentity(const std::string &path) {
+  auto file = InputFile::open(path, "data file");
+  if (!file) {
+    llvm::consumeError(file.takeError());
+    return "unreadable";
+  }
+  constexpr uint64_t kPiece = 64 * 1024;
+  uint64_t size = file->size();
+  std::string pieces;
+  for (uint64_t at :
+       {uint64_t(0), size / 2, size > kPiece ? size - kPiece : 0}) {
+    std::string piece(std::min(kPiece, size - std::min(at, size)), '\0');
+    if (llvm::Error err = file->read(at, piece.size(), piece.data())) {
+      llvm::consumeError(std::move(err));
+      return "unreadable";
+    }
+    pieces += piece;
+  }
+  return std::to_string(size) + " B, " +
+         runtime::hashModelSource(pieces).substr(0, 16);
+}
+
+} // namespace
+
+std::string dataIdentity(const DataChoice &choice) {
+  std::string out;
+  if (!choice.tokenFile.empty()) {
+    out = std::string(choice.tokenText  ? "text"
+                      : choice.tokenI32 ? "i32 tokens"
+                                        : "u16 tokens") +
+          " (" + fileIdentity(choice.tokenFile) + ")";
+  } else if (!choice.arrays.empty()) {
+    out = "arrays";
+    for (const runtime::ArrayBinding &a : choice.arrays)
+      out += " " + a.input + " (" + fileIdentity(a.path) + ")";
+  } else {
+    out = "synthetic";
+    for (const auto &[name, n] : choice.intRange)
+      out += " " + name + " in [0, " + std::to_string(n) + ")";
+  }
+  return out + (choice.shuffle ? ", shuffled" : ", in order");
 }
 
 std::vector<OptionSpec> dataOptions() {

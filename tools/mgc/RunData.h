@@ -66,6 +66,12 @@ std::vector<OptionSpec> dataOptions();
 // them) into `choice`; returns the usage error, empty when there is none.
 std::string parseDataChoice(const ParsedArgs &args, DataChoice &choice);
 
+// What identifies the data `choice` reads, for the ranks of a job to
+// compare (SessionOptions::sameOnEveryRank): the source and how it is read,
+// and each file's size and a hash of its first, middle and last 64 KiB
+// (the contents, not the paths, which may differ between machines).
+std::string dataIdentity(const DataChoice &choice);
+
 // Integer inputs whose use does not fix a range hold [0, 2) unless
 // --int-range says otherwise.
 constexpr int64_t kDefaultIntRange = 2;
