@@ -41,14 +41,18 @@ FailureOr<std::vector<int64_t>> parseStages(llvm::StringRef text,
   for (llvm::StringRef part : parts) {
     auto [lo, hi] = part.trim().split('-');
     int64_t a = 0, b = 0;
+    // Layers are numbers >= 0: "0--1" is no range.
     if (lo.trim().getAsInteger(10, a) ||
-        (hi.empty() ? (b = a, false) : hi.trim().getAsInteger(10, b)))
+        (hi.empty() ? (b = a, false) : hi.trim().getAsInteger(10, b)) ||
+        a < 0 || b < 0)
       return bad("'" + part.trim().str() +
                  "' is not a range of layers like 0-5");
-    if (a != next || b < a)
-      return bad("stage " + std::to_string(first.size()) + " ('" +
-                 part.trim().str() + "') should start at layer " +
-                 std::to_string(next) +
+    std::string stage = "stage " + std::to_string(first.size()) + " ('" +
+                        part.trim().str() + "')";
+    if (b < a)
+      return bad(stage + " ends before it starts");
+    if (a != next)
+      return bad(stage + " should start at layer " + std::to_string(next) +
                  ": the stages take the layers in order, each at least one");
     first.push_back(a);
     next = b + 1;
@@ -84,6 +88,10 @@ FailureOr<std::vector<int64_t>> layersPerStage(const ir::AttrValue &value,
   for (int64_t n : *counts) {
     if (n < 1)
       return bad("each stage needs at least one layer");
+    // Before adding: a count near 2^63 would wrap the sum.
+    if (n > layers - next)
+      return bad("the counts add up to more than the model's " +
+                 std::to_string(layers) + " layers");
     first.push_back(next);
     next += n;
   }
@@ -272,10 +280,22 @@ LogicalResult buildPipelinePart(MeshStep &step, const ir::Module &model,
   part->layers = passes::opLayers(first).names;
   int64_t layers = static_cast<int64_t>(part->layers.size());
   if (layers < stages) {
+    // What would fit: the most pipeline devices the layers fill.
+    int64_t most = layers / pc.chunks;
+    std::string fix =
+        layers == 0 ? "a pipeline cuts a model between the copies of its "
+                      "`repeat`, and this one has none"
+        : most == 0
+            ? "use at most --virtual-stages " + std::to_string(layers)
+            : "use at most pp=" + std::to_string(most) +
+                  (pc.chunks > 1
+                       ? " with --virtual-stages " + std::to_string(pc.chunks)
+                       : std::string()) +
+                  ", or a larger repeat count";
     diag.error("model '" + model.name() + "' has " + std::to_string(layers) +
                " layers (repeat iterations) for " + std::to_string(stages) +
                (pc.chunks > 1 ? " virtual" : "") +
-               " pipeline stages: each stage needs at least one");
+               " pipeline stages: each stage needs at least one; " + fix);
     return failure();
   }
   std::optional<passes::Cluster> cluster;

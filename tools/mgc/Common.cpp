@@ -29,8 +29,13 @@ std::optional<ParsedArgs> parseCommandArgs(const CommandSpec &spec,
 
 std::vector<OptionSpec> passPipelineOptions() {
   return {
-      {"--passes", "PIPELINE",
-       "comma-separated passes to run in order, e.g. canonicalize,cse,dce"},
+      {"--passes",
+       "PIPELINE",
+       "comma-separated passes to run in order, e.g. canonicalize,cse,dce "
+       "(empty: none)",
+       false,
+       {},
+       /*mayBeEmpty=*/true},
       {"--print-ir-before", "PASS",
        "print the module to stderr before PASS runs ('all': every pass)", true},
       {"--print-ir-after", "PASS",

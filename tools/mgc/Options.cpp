@@ -88,6 +88,11 @@ std::optional<ParsedArgs> parseArgs(const CommandSpec &spec,
       }
       value = args[++i];
     }
+    if (value.empty() && !opt->mayBeEmpty) {
+      error = "option '" + name + "' needs a value (" + opt->metavar +
+              "), got an empty one";
+      return std::nullopt;
+    }
     if (!opt->choices.empty() &&
         std::find(opt->choices.begin(), opt->choices.end(), value) ==
             opt->choices.end()) {

@@ -23,6 +23,9 @@ struct OptionSpec {
   bool repeatable = false;
   // Allowed values (empty: anything).
   std::vector<std::string> choices = {};
+  // Whether the value may be empty (--passes=: no passes); otherwise an
+  // empty value (--cluster '') is refused rather than taken as absent.
+  bool mayBeEmpty = false;
 };
 
 struct CommandSpec {
