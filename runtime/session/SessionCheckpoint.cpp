@@ -116,6 +116,49 @@ std::vector<std::string> paramsMissing(const Session::Impl &impl,
   return missing;
 }
 
+// Up to six of `names`, then how many more.
+std::string someOf(const std::vector<std::string> &names) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < 6; ++i)
+    out += (i ? ", " : "") + names[i];
+  if (names.size() > 6)
+    out += ", and " + std::to_string(names.size() - 6) + " more";
+  return out;
+}
+
+// What keeps `tensors` from being the model's parameters and state: the
+// parameters they lack, the tensors the model does not have and those of
+// another type, each named, parameters before optimizer state; empty when
+// they fit.
+std::string stateMismatch(const Session::Impl &impl,
+                          const runtime::TensorMap &tensors) {
+  std::vector<std::string> missing, extra, retyped;
+  for (const std::string &name : paramsMissing(impl, tensors))
+    missing.push_back("'" + name + "'");
+  for (bool state : {false, true})
+    for (const auto &[name, t] : tensors) {
+      if (llvm::StringRef(name).startswith(passes::kOptimizerStatePrefix) !=
+          state)
+        continue;
+      const ir::Value *v = impl.main->graph().findArgument(name);
+      if (!v || !v->isPersistent())
+        extra.push_back("'" + name + "'");
+      else if (t.type() != v->type())
+        retyped.push_back("'" + name + "' (" + t.type().str() +
+                          " in the checkpoint, " + v->type().str() +
+                          " in the model)");
+    }
+  std::string out;
+  auto add = [&](const char *what, const std::vector<std::string> &names) {
+    if (!names.empty())
+      out += (out.empty() ? "" : "; ") + std::string(what) + someOf(names);
+  };
+  add("the model's parameters it lacks: ", missing);
+  add("tensors the model does not have: ", extra);
+  add("tensors of another type: ", retyped);
+  return out;
+}
+
 } // namespace
 
 Status Session::saveCheckpoint(const std::string &path) const {
@@ -145,28 +188,29 @@ Status Session::loadCheckpoint(const std::string &path) {
       return Status::error("error: cannot load checkpoint '" + path +
                            "': " + why);
     };
-    // A file without mgc metadata (weights from another tool) has no hash and
-    // is matched by its tensors alone.
-    if (!c.info.sourceHash.empty() && c.info.sourceHash != impl_->modelHash)
-      return refuse("it was saved from another model (model hash " +
-                    c.info.sourceHash.substr(0, 12) + "..., this model " +
-                    impl_->modelHash.substr(0, 12) + "...)");
     if (!c.info.optimizer.empty() && !impl_->optimizer.empty() &&
         c.info.optimizer != impl_->optimizer)
       return refuse("it was saved with optimizer " + c.info.optimizer +
                     ", this session uses " + impl_->optimizer);
-    for (const auto &[name, t] : c.tensors) {
-      const ir::Value *v = impl_->main->graph().findArgument(name);
-      if (!v || !v->isPersistent())
-        return refuse("it has a tensor '" + name +
-                      "' that is not a parameter or state of the model");
-      if (t.type() != v->type())
-        return refuse("tensor '" + name + "' is " + t.type().str() +
-                      " in the checkpoint but " + v->type().str() +
-                      " in the model");
+    // Matched by its tensors, as torch's load_state_dict does: a model
+    // whose source changed but whose parameters and state did not (another
+    // batch size, say) resumes; one whose tensors differ is refused with
+    // every difference named.
+    if (std::string mismatch = stateMismatch(*impl_, c.tensors);
+        !mismatch.empty()) {
+      bool otherModel =
+          !c.info.sourceHash.empty() && c.info.sourceHash != impl_->modelHash;
+      return refuse((otherModel
+                         ? "it was saved from another model (model hash " +
+                               c.info.sourceHash.substr(0, 12) +
+                               "..., this model " +
+                               impl_->modelHash.substr(0, 12) + "...): "
+                         : std::string()) +
+                    mismatch +
+                    ". To start a new run from the parameters the two share, "
+                    "initialise from it instead (mgc run --init-from, "
+                    "Session::initFrom)");
     }
-    if (auto missing = paramsMissing(*impl_, c.tensors); !missing.empty())
-      return refuse("it has no tensor for parameter '" + missing.front() + "'");
     // The step counter is a whole number of steps, the one the metadata
     // names (a NaN would become step -2^63).
     if (auto it = c.tensors.find(passes::kStepStateName);

@@ -426,16 +426,32 @@ TEST_CASE("Session: checkpoints of another model are refused") {
   REQUIRE(s->step());
   REQUIRE(s->saveCheckpoint(dir.file("a.safetensors")));
 
-  // Another width: another model.
+  // Another width: another model, whose tensors of another shape are
+  // named, with the way to start from the parameters that fit.
   SessionOptions wide = o;
   wide.defines["H"] = "20";
   auto w = makeSession(sample("mlp.mg"), wide);
   Tensor before = *w->parameter("w1");
   Status refused = w->loadCheckpoint(dir.file("a.safetensors"));
   CHECK(!refused);
+  INFO(refused.message());
   CHECK(refused.message().find("another model") != std::string::npos);
+  CHECK(refused.message().find("tensors of another type: 'b1' (f32[16] in "
+                               "the checkpoint, f32[20] in the model)") !=
+        std::string::npos);
+  CHECK(refused.message().find("'w2'") != std::string::npos);
+  CHECK(refused.message().find("--init-from") != std::string::npos);
   CHECK(sameBytes(before, *w->parameter("w1")));
   CHECK(w->stepCount() == 0);
+
+  // Another batch size changes the model's source but none of its
+  // tensors: it resumes, where it left off.
+  SessionOptions batch = o;
+  batch.defines["B"] = "4";
+  auto b = makeSession(sample("mlp.mg"), batch);
+  REQUIRE(b->loadCheckpoint(dir.file("a.safetensors")));
+  CHECK(b->stepCount() == 1);
+  CHECK(sameBytes(*s->parameter("w1"), *b->parameter("w1")));
 
   // Other training settings: the same model, so it loads.
   SessionOptions lr = o;
