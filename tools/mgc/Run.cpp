@@ -675,6 +675,14 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
     }
     out << "\n";
   }
+  // Timings of devices simulated in this process are not a verdict on the
+  // mesh: say so where they are printed.
+  if (mesh->mesh && s.processCount() <= 1 && s.backendName() == "cpu")
+    out << "note: the " << mesh->mesh->numDevices()
+        << " simulated devices share this machine's cores: the steps/s, "
+           "exposed and waiting shares and the measured bubble show the "
+           "plan's order and overlap, not the speed of the mesh on devices "
+           "of its own (the bytes sent are exact)\n";
   if (check && !checkFailed) {
     std::string diff = check->finish(s, out);
     if (!diff.empty())
