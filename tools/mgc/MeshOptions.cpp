@@ -165,6 +165,10 @@ std::optional<MeshChoice> parseMeshChoice(const ParsedArgs &args,
   choice.schedule = args.get("--pipeline-schedule");
   choice.stages = args.get("--stages");
   choice.cluster = args.get("--cluster");
+  // Never ignored: without a mesh there is nothing to place on it.
+  if (args.has("--cluster") && !choice.mesh)
+    return usage("--cluster describes the devices of a mesh: give one "
+                 "(--mesh or --devices)");
   if (args.has("--virtual-stages")) {
     int64_t v = 0;
     if (llvm::StringRef(args.get("--virtual-stages")).getAsInteger(10, v) ||
