@@ -166,7 +166,8 @@ void printPlan(const PlanReport &r, llvm::raw_ostream &os) {
   std::string mesh = r.mesh.str();
   os << "Plan of @" << r.moduleName << " on mesh "
      << (mesh.empty() ? "(none)" : mesh) << ": "
-     << plural(r.mesh.numDevices(), "device", "devices") << ", "
+     << plural(r.mesh.numDevices(), "device", "devices")
+     << (r.devicesAre.empty() ? "" : " (" + r.devicesAre + ")") << ", "
      << plural(r.numPrograms, "program", "programs") << "\n\n";
   printParams(r, os);
   os << '\n';

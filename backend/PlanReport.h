@@ -93,6 +93,10 @@ struct PlanReport {
   std::vector<PlanParam> params;
   std::vector<PlanComm> comms; // in step order
   std::vector<PlanDeviceMemory> devices;
+  // What the mesh's devices are when they are not the run's own (the
+  // micro-batch devices of gradient accumulation), for the title: empty
+  // for the mesh of the run.
+  std::string devicesAre;
   // Inconsistencies between the inputs (a device without a program, a
   // communication op on an axis the mesh does not have, ...). The report
   // is still built; the affected numbers are left out or zero.

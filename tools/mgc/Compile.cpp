@@ -251,6 +251,12 @@ static int compileForMesh(const ir::Module &module, const MeshChoice &mesh,
   }
   std::string text;
   llvm::raw_string_ostream os(text);
+  // The micro-batch part's devices are the run's devices times its
+  // micro-batches: say so, or dp=2 with 2 micro-batches reads as dp=4.
+  std::string microDevices =
+      "micro-batch devices: " +
+      std::to_string(step->step.programs.mesh.numDevices()) + " devices x " +
+      k + " micro-batches";
   auto report = [&](const session::MeshPart &part, const std::string &title) {
     if (!title.empty())
       os << (emit == "dot" ? title : llvm::StringRef(title).drop_front(3));
@@ -264,6 +270,8 @@ static int compileForMesh(const ir::Module &module, const MeshChoice &mesh,
       executables.push_back(exe.get());
     backend::PlanReport r =
         backend::buildPlanReport(logical, part.programs, executables);
+    if (&part == &step->micro)
+      r.devicesAre = microDevices;
     if (emit == "plan")
       backend::printPlan(r, os);
     else
