@@ -70,6 +70,20 @@ Cluster::parse(llvm::StringRef file, llvm::StringRef text, std::string &error) {
     error = at + "expected an object with a non-empty array \"devices\"";
     return std::nullopt;
   }
+  // A field of the wrong type is an error, never taken as absent.
+  for (auto [key, wanted] :
+       {std::pair<const char *, const char *>{"links", "an array"},
+        {"default_link", "an object"}}) {
+    const llvm::json::Value *v = root->get(key);
+    bool fits =
+        !v || (llvm::StringRef(key) == "links" ? v->getAsArray() != nullptr
+                                               : v->getAsObject() != nullptr);
+    if (!fits) {
+      error =
+          at + "\"" + key + "\" must be " + wanted + ", got " + numberText(v);
+      return std::nullopt;
+    }
+  }
   Cluster c;
   size_t n = devices->size();
   for (size_t i = 0; i < n; ++i) {
@@ -81,6 +95,11 @@ Cluster::parse(llvm::StringRef file, llvm::StringRef text, std::string &error) {
     }
     ClusterDevice dev;
     llvm::Optional<llvm::StringRef> name = d->getString("name");
+    if (d->get("name") && !name) {
+      error = where + ": 'name' must be a string, got " +
+              numberText(d->get("name"));
+      return std::nullopt;
+    }
     dev.name = name ? name->str() : "device " + std::to_string(i);
     double tflops = 0, gib = 0, gbs = 0;
     if (!positive(*d, "tflops", where, tflops, error) ||

@@ -77,6 +77,22 @@ TEST_CASE("cluster: the samples read, and bad files are refused naming the "
                         error));
   CHECK(error == "c.json: no link between devices 0 and 1: list it in "
                  "\"links\" or give \"default_link\"");
+  // Fields of the wrong type are refused, not taken as absent.
+  const std::string one =
+      "{\"tflops\": 1, \"memory_gib\": 1, \"bandwidth_gbs\": 1";
+  CHECK(!Cluster::parse("c.json", "{\"devices\": [" + one + ", \"name\": 5}]}",
+                        error));
+  CHECK(error == "c.json: devices[0]: 'name' must be a string, got 5");
+  CHECK(!Cluster::parse("c.json",
+                        "{\"devices\": [" + one + "}, " + one +
+                            "}], \"links\": {\"from\": 0}, "
+                            "\"default_link\": {\"gbps\": 1, "
+                            "\"latency_us\": 1}}",
+                        error));
+  CHECK(error == "c.json: \"links\" must be an array, got {\"from\":0}");
+  CHECK(!Cluster::parse(
+      "c.json", "{\"devices\": [" + one + "}], \"default_link\": 3}", error));
+  CHECK(error == "c.json: \"default_link\" must be an object, got 3");
   CHECK(!Cluster::parse("c.json", "{\"devices\": [1,", error));
   CHECK(error.rfind("c.json: not JSON: ", 0) == 0);
   CHECK(!Cluster::read("/dev/zero", error));
