@@ -375,7 +375,7 @@ public:
 
 private:
   // The mgc tool's access to the implementation (feeding its batches
-  // without the public Tensor's copies: runtime/session/SessionFeed.h).
+  // without the public Tensor's copies: runtime/session/SessionInternals.h).
   friend struct SessionInternals;
   explicit Session(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

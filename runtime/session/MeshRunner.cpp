@@ -62,6 +62,10 @@ std::unique_ptr<MeshRunner> MeshRunner::create(MeshStep step,
   r->devices_ = devices;
   bool several = processes && processes->size() > 1;
   r->processes_ = processes;
+  auto fault = planFault(diag);
+  if (fault.failed())
+    return nullptr;
+  r->fault_ = *fault;
   if (s.pipeline)
     return succeeded(r->createPipeline(diag)) ? std::move(r) : nullptr;
   if (several)
@@ -558,8 +562,12 @@ LogicalResult MeshRunner::runWhole(const NamedTensors &inputs,
       auto microOf = [&](int64_t d) {
         return passes::microBatchDevice(s.mesh, s.accumulate, d, i);
       };
+      auto rowsOf = [&](int64_t d) {
+        return passes::microBatchDevice(s.mesh, s.accumulate, d,
+                                        rowsOfMicroBatch(i, fault_));
+      };
       std::vector<NamedTensors> args(n);
-      if (failed(cutInputs(s.micro, microOf, inputs, args, diag)))
+      if (failed(cutInputs(s.micro, rowsOf, inputs, args, diag)))
         return failure();
       addResident(s.micro, microOf, args);
       std::string where = context.str() + "micro-batch " +
@@ -622,8 +630,12 @@ LogicalResult MeshRunner::runPipeline(const NamedTensors &inputs,
     auto microOf = [&](int64_t d) {
       return passes::microBatchDevice(s.mesh, s.accumulate, d, i);
     };
+    auto rowsOf = [&](int64_t d) {
+      return passes::microBatchDevice(s.mesh, s.accumulate, d,
+                                      rowsOfMicroBatch(i, fault_));
+    };
     cut[i].resize(n);
-    if (failed(cutInputs(s.micro, microOf, inputs, cut[i], diag)))
+    if (failed(cutInputs(s.micro, rowsOf, inputs, cut[i], diag)))
       return failure();
     arguments[i].resize(whole);
     for (size_t k = 0; k < n; ++k) {

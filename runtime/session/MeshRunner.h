@@ -15,6 +15,7 @@
 #include "runtime/ShardedCheckpoint.h"
 #include "runtime/session/MeshStep.h"
 #include "runtime/session/PipelineRunner.h"
+#include "runtime/session/PlanFaults.h"
 #include "support/Diagnostics.h"
 #include "support/Result.h"
 
@@ -270,6 +271,8 @@ private:
   bool stateOnDevices_ = false, hostStale_ = false;
   // The last run's transfers (lastTransfers).
   std::optional<backend::TransferBytes> transfers_;
+  // A wrong plan asked for by MGC_PLAN_FAULT (PlanFaults.h).
+  std::optional<PlanFault> fault_;
 };
 
 } // namespace mgc::session

@@ -1,6 +1,7 @@
 #include "runtime/session/MeshStep.h"
 
 #include "runtime/session/Pipeline.h"
+#include "runtime/session/PlanFaults.h"
 
 #include "backend/cpu/Kernels.h"
 #include "passes/Optimizer.h"
@@ -25,6 +26,11 @@ compileDeviceProgram(const ir::Module &program, DiagnosticEngine &diag) {
     return nullptr;
   // A stage program's messages are the pipeline runner's to post.
   passes::lowerPipeMessages(*copy);
+  auto fault = planFault(diag);
+  if (fault.failed())
+    return nullptr;
+  if (*fault)
+    injectPlanFault(*copy, **fault);
   if (failed(runPipeline(*copy, kDeviceProgramPipeline, diag)))
     return nullptr;
   return backend::buildExecutable(std::move(copy), backend::cpu::scratchBytes);

@@ -10,7 +10,7 @@
 #include "passes/Optimizer.h"
 #include "runtime/session/DeviceExecutors.h"
 #include "runtime/session/Pipeline.h"
-#include "runtime/session/SessionFeed.h"
+#include "runtime/session/SessionInternals.h"
 
 #include "support/InputFile.h"
 #include "llvm/ADT/StringExtras.h"

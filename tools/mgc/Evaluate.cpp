@@ -3,7 +3,7 @@
 
 #include "llvm/Support/Error.h"
 
-#include "runtime/session/SessionFeed.h"
+#include "runtime/session/SessionInternals.h"
 
 #include <cmath>
 

@@ -17,7 +17,7 @@
 
 #include "backend/Launch.h"
 #include "backend/PlanReport.h"
-#include "runtime/session/SessionFeed.h"
+#include "runtime/session/SessionInternals.h"
 #include "support/AtomicFile.h"
 
 #include <mgc/Session.h>
@@ -338,13 +338,9 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
   if (args->has("--check-single")) {
     bool bf16 = (options.precision.empty() ? facts.trainPrecision
                                            : options.precision) == "bf16";
-    double lossTolerance = bf16 ? SingleDeviceCheck::kBF16LossTolerance
-                                : SingleDeviceCheck::kLossTolerance;
-    double paramTolerance = bf16 ? SingleDeviceCheck::kBF16ParamTolerance
-                                 : SingleDeviceCheck::kParamTolerance;
     auto made = SingleDeviceCheck::create(
-        modelPath, options, tolerance >= 0 ? tolerance : lossTolerance,
-        tolerance >= 0 ? tolerance : paramTolerance);
+        modelPath, options, bf16,
+        tolerance >= 0 ? std::optional<double>(tolerance) : std::nullopt);
     if (!made)
       return errorExit(made.status().message());
     check = std::move(*made);
@@ -352,6 +348,8 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
                                       args->get("--init-from"), nullptr);
         !st)
       return errorExit(st.message());
+    if (std::string why = check->start(s); !why.empty())
+      return errorExit(why);
   }
   int64_t firstStep = s.stepCount();
   if (args->has("--resume")) {
@@ -586,16 +584,7 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
       lastTransfers = *result;
     progress.record(record);
     if (check) {
-      for (auto &[name, tensor] : batch) {
-        Status st = SessionInternals::feed(check->reference(), name, tensor);
-        if (!st)
-          return stopAfterSaving(st.message());
-      }
-      auto single = check->reference().step();
-      if (!single)
-        return errorExit(single.status().message());
-      std::string diff =
-          check->compareStep(result->step, result->loss, single->loss);
+      std::string diff = check->compareStep(s, *result, batch);
       if (!diff.empty()) {
         checkFailed = errorExit(diff);
         break;
@@ -683,11 +672,8 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
            "exposed and waiting shares and the measured bubble show the "
            "plan's order and overlap, not the speed of the mesh on devices "
            "of its own (the bytes sent are exact)\n";
-  if (check && !checkFailed) {
-    std::string diff = check->finish(s, out);
-    if (!diff.empty())
-      checkFailed = errorExit(diff);
-  }
+  if (check)
+    check->summarize(checkFailed, out);
   if (args->has("--trace")) {
     Status st = s.writeTrace(args->get("--trace"));
     if (!st)

@@ -1,15 +1,16 @@
 #include "tools/mgc/RunCheck.h"
 
+#include "runtime/session/SessionInternals.h"
+
 #include "llvm/Support/Format.h"
 
-#include <algorithm>
-#include <cmath>
+#include <cstring>
 
 namespace mgc::cli {
 
 Result<std::unique_ptr<SingleDeviceCheck>>
 SingleDeviceCheck::create(const std::string &modelPath, SessionOptions options,
-                          double lossTolerance, double paramTolerance) {
+                          bool bf16, std::optional<double> tolerance) {
   options.mesh.clear();
   options.zero = 0;
   options.accumulate = 1;
@@ -19,12 +20,59 @@ SingleDeviceCheck::create(const std::string &modelPath, SessionOptions options,
     return session.status();
   auto check = std::make_unique<SingleDeviceCheck>();
   check->reference_ = std::move(*session);
-  check->lossTolerance_ = lossTolerance;
-  check->paramTolerance_ = paramTolerance;
+  if (bf16) {
+    options.precision = "fp32";
+    auto exact = Session::create(modelPath, options);
+    if (!exact)
+      return exact.status();
+    check->exact_ = std::move(*exact);
+  }
+  auto optimizer = SessionInternals::optimizer(*check->reference_);
+  if (!optimizer)
+    return optimizer.status();
+  check->optimizer_ = *optimizer;
+  for (const TensorInfo &info : check->reference_->parameters())
+    check->parameters_.push_back(info.name);
+  check->branches_ = SessionInternals::branchOps(*check->reference_);
+  check->tolerances_ =
+      session::StepTolerances::forStep(bf16, !check->branches_.empty());
+  if (tolerance)
+    check->tolerances_.loss = check->tolerances_.gradient = *tolerance;
   return check;
 }
 
-// A number for a message: "1.23e-07", "0.5".
+std::string SingleDeviceCheck::start(const Session &mesh) {
+  auto meshState = SessionInternals::state(mesh);
+  if (!meshState)
+    return meshState.status().message();
+  auto single = SessionInternals::state(*reference_);
+  if (!single)
+    return single.status().message();
+  for (const auto &[name, tensor] : *single) {
+    auto it = meshState->find(name);
+    if (it == meshState->end() ||
+        it->second.type().str() != tensor.type().str() ||
+        std::memcmp(it->second.data(), tensor.data(), tensor.nbytes()) != 0)
+      return "check-single: '" + name +
+             "' is not the same on the mesh as on one device before the "
+             "first step";
+  }
+  before_ = std::move(*meshState);
+  if (exact_)
+    if (Status st = SessionInternals::setState(*exact_, before_); !st)
+      return st.message();
+  return "";
+}
+
+// Feeds `session` the batch and runs its step.
+static Result<StepResult> stepOn(Session &session,
+                                 const runtime::Batch &batch) {
+  for (const auto &[name, tensor] : batch)
+    if (Status st = SessionInternals::feed(session, name, tensor); !st)
+      return st;
+  return session.step();
+}
+
 static std::string num(double x) {
   std::string s;
   llvm::raw_string_ostream os(s);
@@ -32,64 +80,90 @@ static std::string num(double x) {
   return os.str();
 }
 
-// |a - b| relative to the larger magnitude (1e-30 keeps 0 vs 0 at 0).
-static double relativeDiff(double a, double b) {
-  return std::fabs(a - b) / std::max({std::fabs(a), std::fabs(b), 1e-30});
+// Keeps the larger of two worst differences.
+static void keepWorst(session::WorstDifference &worst,
+                      const session::WorstDifference &step) {
+  if (!step.tensor.empty())
+    worst.consider(step.tensor, step.difference, step.allowed);
 }
 
-std::string SingleDeviceCheck::compareStep(int64_t step, double meshLoss,
-                                           double singleLoss) {
+std::string SingleDeviceCheck::compareStep(const Session &mesh,
+                                           const StepResult &meshStep,
+                                           const runtime::Batch &batch) {
   ++steps_;
-  double d = relativeDiff(meshLoss, singleLoss);
-  maxLossDiff_ = std::max(maxLossDiff_, d);
-  if (!(d <= lossTolerance_))
-    return "check-single: step " + std::to_string(step) + ": loss " +
-           num(meshLoss) + " on the mesh, " + num(singleLoss) +
-           " on one device (relative difference " + num(d) + " > " +
-           num(lossTolerance_) + ")";
+  std::string where = "check-single: step " + std::to_string(meshStep.step);
+  auto singleStep = stepOn(*reference_, batch);
+  if (!singleStep)
+    return singleStep.status().message();
+  if (meshStep.skipped != singleStep->skipped)
+    return where + ": the step was " +
+           (meshStep.skipped ? "skipped" : "taken") + " on the mesh and " +
+           (singleStep->skipped ? "skipped" : "taken") + " on one device";
+  auto after = SessionInternals::state(mesh);
+  if (!after)
+    return after.status().message();
+  auto single = SessionInternals::state(*reference_);
+  if (!single)
+    return single.status().message();
+  std::optional<std::map<std::string, runtime::Tensor>> exact;
+  if (exact_) {
+    auto exactStep = stepOn(*exact_, batch);
+    if (!exactStep)
+      return exactStep.status().message();
+    auto state = SessionInternals::state(*exact_);
+    if (!state)
+      return state.status().message();
+    exact = std::move(*state);
+  }
+  auto lr = meshStep.metrics.find(passes::kLROutputName);
+  session::StepComparison step = session::compareStep(
+      {before_, *after, *single, exact ? &*exact : nullptr}, meshStep.loss,
+      singleStep->loss, lr == meshStep.metrics.end() ? 0 : lr->second,
+      optimizer_, parameters_, tolerances_);
+  keepWorst(worst_.loss, step.loss);
+  keepWorst(worst_.gradient, step.gradient);
+  keepWorst(worst_.update, step.update);
+  keepWorst(worst_.buffer, step.buffer);
+  if (!step.failure.empty())
+    return where + ": " + step.failure;
+  // The next step of both runs starts from the mesh's state.
+  for (Session *run : {reference_.get(), exact_.get()})
+    if (run)
+      if (Status st = SessionInternals::setState(*run, *after); !st)
+        return st.message();
+  before_ = std::move(*after);
   return "";
 }
 
-std::string SingleDeviceCheck::finish(const Session &mesh,
-                                      llvm::raw_ostream &os) {
-  double worst = 0;
-  std::string worstName;
-  size_t count = 0;
-  for (const TensorInfo &info : reference_->parameters()) {
-    auto a = mesh.parameter(info.name);
-    auto b = reference_->parameter(info.name);
-    if (!a || !b)
-      return "check-single: cannot read parameter '" + info.name + "'";
-    std::vector<float> x = a->toFloats(), y = b->toFloats();
-    if (x.size() != y.size())
-      return "check-single: parameter '" + info.name + "' has " +
-             std::to_string(x.size()) + " elements on the mesh and " +
-             std::to_string(y.size()) + " on one device";
-    // Largest elementwise difference relative to the tensor's scale.
-    double scale = 1e-30, diff = 0;
-    for (size_t i = 0; i < y.size(); ++i) {
-      scale = std::max(scale, static_cast<double>(std::fabs(y[i])));
-      diff = std::max(diff, static_cast<double>(std::fabs(x[i] - y[i])));
-    }
-    ++count;
-    if (diff / scale > worst || worstName.empty()) {
-      worst = diff / scale;
-      worstName = info.name;
-    }
+void SingleDeviceCheck::summarize(bool failed, llvm::raw_ostream &os) const {
+  auto part = [&](const char *what, const session::WorstDifference &w,
+                  bool relative) {
+    if (w.tensor.empty())
+      return;
+    os << ", " << what << " " << num(w.difference);
+    if (relative)
+      os << " (" << w.tensor << ", allowed " << num(w.allowed) << ")";
+    else
+      os << " of its rounding allowance (" << w.tensor << ")";
+  };
+  os << "check-single: " << steps_
+     << " steps, each from the mesh's state: largest loss difference "
+     << num(worst_.loss.difference) << " (allowed " << num(tolerances_.loss)
+     << ")";
+  part("gradient difference", worst_.gradient, true);
+  part("buffer difference", worst_.buffer, true);
+  part("largest update error", worst_.update, false);
+  if (!branches_.empty()) {
+    os << "; the gradient tolerance allows for rounding near the branch "
+          "points of ";
+    for (size_t i = 0; i < branches_.size(); ++i)
+      os << (i ? ", " : "") << branches_[i];
   }
-  os << llvm::format("check-single: %lld steps, largest loss difference "
-                     "%.3g, largest parameter difference %.3g (%s), "
-                     "tolerances %.3g and %.3g: ",
-                     static_cast<long long>(steps_), maxLossDiff_, worst,
-                     worstName.c_str(), lossTolerance_, paramTolerance_);
-  if (!(worst <= paramTolerance_)) {
+  os << ": ";
+  if (failed)
     os << "FAILED\n";
-    return "check-single: parameter '" + worstName +
-           "' differs from the one-device run by " + num(worst) +
-           " (relative to its largest element) > " + num(paramTolerance_);
-  }
-  os << "ok (" << count << " parameters)\n";
-  return "";
+  else
+    os << "ok (" << parameters_.size() << " parameters)\n";
 }
 
 } // namespace mgc::cli

@@ -1,56 +1,65 @@
 // mgc run --check-single: the proof that a mesh changes nothing but speed.
-// A second session trains the same model on one device on the same batches;
-// after every step the losses are compared, and at the end every parameter
-// and optimizer state tensor.
+// A second session trains the same model on one device on the same
+// batches. Before every step it takes the mesh's state, so that each step
+// of the two runs starts from the same parameters and optimizer state and
+// nothing drifts: the losses, each parameter's gradient and the mesh's
+// updates are compared step by step (runtime/session/StepComparison.h,
+// tolerances in docs/parallel.md). In bf16 a third session runs each step
+// in f32 from the same state, to measure how far bf16 itself moves each
+// gradient.
 #pragma once
 
 #include <mgc/Session.h>
 
+#include "runtime/DataSource.h"
+#include "runtime/Tensor.h"
+#include "runtime/session/StepComparison.h"
+
 #include "llvm/Support/raw_ostream.h"
 
-#include <limits>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace mgc::cli {
 
 class SingleDeviceCheck {
 public:
-  // Default tolerances (docs/parallel.md): the loss within 1e-5
-  // (relative); a parameter within 1e-3 of its tensor's largest element,
-  // because AdamW divides each gradient by its own running RMS, so that a
-  // gradient element near zero whose rounding differs moves its weight by
-  // up to the learning rate either way (samples/mlp.mg on dp=2: 2e-4 of
-  // w2's scale after two steps, with equal losses).
-  static constexpr double kLossTolerance = 1e-5, kParamTolerance = 1e-3;
-  // In bf16 the two runs round their activations differently (a tensor-
-  // parallel matmul rounds partial sums), the losses differ by about 1e-3
-  // after 20 steps, and AdamW turns the gradients' differences near zero
-  // into updates of opposite sign, so parameters drift apart by a good
-  // part of their scale: only the loss is checked by default (a parameter
-  // that is not finite still fails).
-  static constexpr double kBF16LossTolerance = 1e-2;
-  static constexpr double kBF16ParamTolerance =
-      std::numeric_limits<double>::infinity();
-
-  // The reference: the same model and options on one device.
+  // The reference: the same model and options on one device. `tolerance`
+  // (--check-tolerance) replaces the relative tolerances of the loss and
+  // the gradients, which otherwise follow the precision.
   static Result<std::unique_ptr<SingleDeviceCheck>>
-  create(const std::string &modelPath, SessionOptions options,
-         double lossTolerance, double paramTolerance);
+  create(const std::string &modelPath, SessionOptions options, bool bf16,
+         std::optional<double> tolerance);
 
   Session &reference() { return *reference_; }
-  // Compares one step's loss with the reference's (which the caller has
-  // fed and stepped). Returns an error message when they differ by more
-  // than the loss tolerance (relative to the reference loss).
-  std::string compareStep(int64_t step, double meshLoss, double singleLoss);
-  // Compares every parameter and optimizer state of the two sessions, then
-  // prints a summary. Returns an error message on a difference.
-  std::string finish(const Session &mesh, llvm::raw_ostream &os);
+  // Before the first step, with both sessions initialised (or loaded): the
+  // two states must be the same bit for bit. Returns an error message.
+  std::string start(const Session &mesh);
+  // After the mesh ran step `meshStep.step` on `batch`: runs the same step
+  // on one device from the same state, compares the two, then gives the
+  // one-device run the mesh's state for the next step. Returns an error
+  // message when they differ beyond the tolerances (or a step fails).
+  std::string compareStep(const Session &mesh, const StepResult &meshStep,
+                          const runtime::Batch &batch);
+  // Prints the summary of the steps checked: the largest differences and
+  // what they were allowed.
+  void summarize(bool failed, llvm::raw_ostream &os) const;
 
 private:
   std::unique_ptr<Session> reference_;
-  double lossTolerance_ = kLossTolerance, paramTolerance_ = kParamTolerance;
-  double maxLossDiff_ = 0;
+  // In bf16: the same step in f32 (StepStates::exact).
+  std::unique_ptr<Session> exact_;
+  session::StepTolerances tolerances_;
+  passes::OptimizerConfig optimizer_;
+  std::vector<std::string> parameters_;
+  // The model's ops that branch on values (SessionInternals::branchOps).
+  std::vector<std::string> branches_;
+  // The state both runs start the next step from.
+  std::map<std::string, runtime::Tensor> before_;
+  // The largest differences over the steps so far.
+  session::StepComparison worst_;
   int64_t steps_ = 0;
 };
 

@@ -163,14 +163,15 @@ const CommandSpec &runSpec() {
               "the ranks that never arrived (default 300)"},
              {"--check-single", "",
               "with a mesh or --accumulate: train the same model on one "
-              "device without accumulation alongside, "
-              "compare the loss at every step and the parameters at the end; "
-              "exit 1 on a difference"},
+              "device alongside, each step from the mesh's state; compare "
+              "the loss, each parameter's gradient and the mesh's updates "
+              "at every step; exit 1 on a difference"},
              {"--check-tolerance", "X",
               "relative tolerance of --check-single for the loss and the "
-              "parameters (default: 1e-5 for the loss, 1e-3 for parameters, "
-              "relative to each tensor's largest element; in bf16 1e-2 for "
-              "the loss, parameters only finite)"},
+              "gradients (default: 1e-5 for the loss, 1e-3 for gradients, "
+              "0.1 for a model that branches on values (relu, max); in "
+              "bf16 1e-2 for the loss, and gradients may also differ by 4 "
+              "times bf16's own error)"},
          })
       s.options.push_back(o);
     s.details =
