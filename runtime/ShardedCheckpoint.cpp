@@ -5,10 +5,13 @@
 #include "support/Json.h"
 
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/xxhash.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace mgc::runtime {
@@ -93,17 +96,28 @@ std::string slabKey(const TensorSlab &slab, llvm::ArrayRef<int64_t> whole) {
   return key + "]";
 }
 
-std::string shardPath(llvm::StringRef indexPath, int rank, int ranks) {
-  char suffix[64];
-  std::snprintf(suffix, sizeof suffix, ".rank%05d-of-%05d.safetensors", rank,
-                ranks);
+std::string shardPath(llvm::StringRef indexPath, int rank, int ranks,
+                      int64_t step) {
+  char suffix[96];
+  std::snprintf(suffix, sizeof suffix, ".step%lld.rank%05d-of-%05d.safetensors",
+                static_cast<long long>(step), rank, ranks);
   return indexPath.str() + suffix;
 }
 
-llvm::Error saveShard(llvm::StringRef path,
-                      const std::vector<TensorSlab> &slabs,
-                      const std::map<std::string, ir::TensorType> &whole,
-                      const CheckpointInfo &info) {
+std::string shardDigest(const TensorMap &tensors) {
+  std::string record;
+  for (const auto &[key, t] : tensors) {
+    llvm::StringRef bytes(reinterpret_cast<const char *>(t.data()), t.nbytes());
+    record += key + "\n" + llvm::utohexstr(llvm::xxHash64(bytes)) + "\n";
+  }
+  std::string hex = llvm::utohexstr(llvm::xxHash64(record), /*LowerCase=*/true);
+  return std::string(16 - hex.size(), '0') + hex;
+}
+
+llvm::Expected<std::string>
+saveShard(llvm::StringRef path, const std::vector<TensorSlab> &slabs,
+          const std::map<std::string, ir::TensorType> &whole,
+          const CheckpointInfo &info) {
   TensorMap tensors;
   for (const TensorSlab &s : slabs) {
     auto it = whole.find(s.name);
@@ -111,21 +125,32 @@ llvm::Error saveShard(llvm::StringRef path,
       return fail("'" + path + "': no type for tensor '" + s.name + "'");
     tensors.emplace(slabKey(s, it->second.shape), s.data);
   }
-  return saveCheckpoint(path, Checkpoint{info, std::move(tensors)});
+  std::string digest = shardDigest(tensors);
+  if (llvm::Error err =
+          saveCheckpoint(path, Checkpoint{info, std::move(tensors)}))
+    return std::move(err);
+  return digest;
 }
 
 llvm::Error saveShardIndex(llvm::StringRef path,
                            const std::map<std::string, ir::TensorType> &types,
-                           const std::vector<SlabEntry> &slabs,
+                           const std::vector<ShardEntry> &shards,
                            const CheckpointInfo &info) {
   llvm::json::Object metadata, weightMap, tensors;
+  llvm::json::Array shardList;
   for (const auto &[k, v] : checkpointMetadata(info))
     metadata[k] = v;
   std::map<std::string, llvm::json::Array> slabsOf;
-  for (const SlabEntry &e : slabs) {
-    weightMap[e.key] = e.file;
-    slabsOf[e.name].push_back(llvm::json::Object{
-        {"key", e.key}, {"file", e.file}, {"offsets", intsToJson(e.offsets)}});
+  for (const ShardEntry &shard : shards) {
+    shardList.push_back(llvm::json::Object{
+        {"file", shard.file}, {"step", shard.step}, {"digest", shard.digest}});
+    for (const SlabEntry &e : shard.slabs) {
+      weightMap[e.key] = e.file;
+      slabsOf[e.name].push_back(
+          llvm::json::Object{{"key", e.key},
+                             {"file", e.file},
+                             {"offsets", intsToJson(e.offsets)}});
+    }
   }
   for (const auto &[name, type] : types)
     tensors[name] =
@@ -134,6 +159,7 @@ llvm::Error saveShardIndex(llvm::StringRef path,
                            {"slabs", std::move(slabsOf[name])}};
   llvm::json::Value index(
       llvm::json::Object{{"metadata", std::move(metadata)},
+                         {"shards", std::move(shardList)},
                          {"weight_map", std::move(weightMap)},
                          {"tensors", std::move(tensors)}});
   std::string text;
@@ -142,6 +168,48 @@ llvm::Error saveShardIndex(llvm::StringRef path,
   os.flush();
   return writeFileAtomically(path,
                              [&](FileSink &sink) { return sink.write(text); });
+}
+
+// Whether `name` is a shard file of the index named `index`:
+// "<index>[.step<N>].rank<5 digits>-of-<5 digits>.safetensors".
+static bool isShardOf(llvm::StringRef name, llvm::StringRef index) {
+  if (!name.consume_front(index) || !name.consume_front(".") ||
+      !name.consume_back(".safetensors"))
+    return false;
+  if (name.consume_front("step")) {
+    size_t digits = name.find_first_not_of("0123456789");
+    if (digits == 0 || digits == llvm::StringRef::npos)
+      return false;
+    name = name.drop_front(digits);
+    if (!name.consume_front("."))
+      return false;
+  }
+  return name.size() == 18 && name.startswith("rank") &&
+         name.substr(9, 4) == "-of-" &&
+         name.substr(4, 5).find_first_not_of("0123456789") ==
+             llvm::StringRef::npos &&
+         name.substr(13).find_first_not_of("0123456789") ==
+             llvm::StringRef::npos;
+}
+
+void removeOtherShards(llvm::StringRef indexPath,
+                       const std::vector<std::string> &keep) {
+  llvm::SmallString<256> folder(indexPath);
+  llvm::sys::path::remove_filename(folder);
+  if (folder.empty())
+    folder = ".";
+  llvm::StringRef index = llvm::sys::path::filename(indexPath);
+  std::error_code ec;
+  std::vector<std::string> stale;
+  for (llvm::sys::fs::directory_iterator it(folder, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    llvm::StringRef name = llvm::sys::path::filename(it->path());
+    if (isShardOf(name, index) &&
+        std::find(keep.begin(), keep.end(), name) == keep.end())
+      stale.push_back(it->path());
+  }
+  for (const std::string &path : stale)
+    llvm::sys::fs::remove(path);
 }
 
 bool isShardIndex(llvm::StringRef path) {
@@ -159,40 +227,48 @@ bool isShardIndex(llvm::StringRef path) {
   return first == '{';
 }
 
-std::string slabEntriesToJson(const std::vector<SlabEntry> &entries) {
-  llvm::json::Array out;
-  for (const SlabEntry &e : entries)
-    out.push_back(llvm::json::Object{{"name", e.name},
-                                     {"key", e.key},
-                                     {"file", e.file},
-                                     {"offsets", intsToJson(e.offsets)}});
+std::string shardEntryToJson(const ShardEntry &entry) {
+  llvm::json::Array slabs;
+  for (const SlabEntry &e : entry.slabs)
+    slabs.push_back(llvm::json::Object{{"name", e.name},
+                                       {"key", e.key},
+                                       {"file", e.file},
+                                       {"offsets", intsToJson(e.offsets)}});
   std::string text;
   llvm::raw_string_ostream os(text);
-  os << llvm::json::Value(std::move(out));
+  os << llvm::json::Value(llvm::json::Object{{"file", entry.file},
+                                             {"step", entry.step},
+                                             {"digest", entry.digest},
+                                             {"slabs", std::move(slabs)}});
   return os.str();
 }
 
-llvm::Expected<std::vector<SlabEntry>>
-slabEntriesFromJson(llvm::StringRef text) {
+llvm::Expected<ShardEntry> shardEntryFromJson(llvm::StringRef text) {
   llvm::Expected<llvm::json::Value> v = parseJson(text);
   if (!v)
     return v.takeError();
-  std::vector<SlabEntry> out;
-  const llvm::json::Array *a = v->getAsArray();
-  if (!a)
-    return fail("slab entries: expected a JSON array");
+  const llvm::json::Object *root = v->getAsObject();
+  const llvm::json::Array *a = root ? root->getArray("slabs") : nullptr;
+  if (!a || !root->getString("file") || !root->getInteger("step") ||
+      !root->getString("digest"))
+    return fail("shard entry: expected an object with file, step, digest "
+                "and slabs");
+  ShardEntry out;
+  out.file = root->getString("file")->str();
+  out.step = *root->getInteger("step");
+  out.digest = root->getString("digest")->str();
   for (const llvm::json::Value &x : *a) {
     const llvm::json::Object *o = x.getAsObject();
     SlabEntry e;
     if (!o || !o->getString("name") || !o->getString("key") ||
         !o->getString("file") ||
         !intsFromJson(o->getArray("offsets"), e.offsets))
-      return fail("slab entries: expected objects with name, key, file and "
+      return fail("shard entry: expected slabs with name, key, file and "
                   "offsets");
     e.name = o->getString("name")->str();
     e.key = o->getString("key")->str();
     e.file = o->getString("file")->str();
-    out.push_back(std::move(e));
+    out.slabs.push_back(std::move(e));
   }
   return out;
 }
@@ -227,6 +303,20 @@ llvm::Expected<Checkpoint> loadShardedCheckpoint(llvm::StringRef indexPath) {
     return info.takeError();
   out.info = std::move(*info);
 
+  // The shards the index was written with (an index written before it
+  // listed them has no "shards": its shards are taken as they are).
+  std::map<std::string, std::pair<int64_t, std::string>> listed;
+  const llvm::json::Array *shardList = root->getArray("shards");
+  if (shardList)
+    for (const llvm::json::Value &v : *shardList) {
+      const llvm::json::Object *o = v.getAsObject();
+      if (!o || !o->getString("file") || !o->getInteger("step") ||
+          !o->getString("digest"))
+        return bad("a shard needs a file, a step and a digest");
+      listed[o->getString("file")->str()] = {*o->getInteger("step"),
+                                             o->getString("digest")->str()};
+    }
+
   llvm::SmallString<256> folder(indexPath);
   llvm::sys::path::remove_filename(folder);
   std::map<std::string, Checkpoint> shards;
@@ -243,6 +333,27 @@ llvm::Expected<Checkpoint> loadShardedCheckpoint(llvm::StringRef indexPath) {
     auto loaded = loadCheckpoint(path, "checkpoint shard");
     if (!loaded)
       return loaded.takeError();
+    if (shardList) {
+      auto it = listed.find(file);
+      if (it == listed.end())
+        return bad("its slabs name shard '" + file +
+                   "', which its list of shards does not");
+      if (loaded->info.step != out.info.step ||
+          it->second.first != out.info.step)
+        return fail("checkpoint shard '" + path + "' holds step " +
+                    llvm::Twine(loaded->info.step) + ", but its index '" +
+                    indexPath + "' is of step " + llvm::Twine(out.info.step) +
+                    ": the shard is from another save (one that stopped "
+                    "half way, or a file copied in); resume from a "
+                    "checkpoint whose shards are its own");
+      std::string digest = shardDigest(loaded->tensors);
+      if (digest != it->second.second)
+        return fail("checkpoint shard '" + path +
+                    "' is not the one its index '" + indexPath +
+                    "' was written with (its contents' digest is " + digest +
+                    ", the index lists " + it->second.second +
+                    "): it is from another save or was changed");
+    }
     return &shards.emplace(file, std::move(*loaded)).first->second;
   };
 

@@ -32,16 +32,25 @@ struct TensorSlab {
 // `whole`'s shape, else NAME[a:b,c:d] (the half-open ranges it covers).
 std::string slabKey(const TensorSlab &slab, llvm::ArrayRef<int64_t> whole);
 
-// The file of rank `rank` of `ranks` beside the index at `indexPath`:
-// "<indexPath>.rank00001-of-00004.safetensors".
-std::string shardPath(llvm::StringRef indexPath, int rank, int ranks);
+// The file of rank `rank` of `ranks` for the save of step `step` beside the
+// index at `indexPath`: "<indexPath>.step3.rank00001-of-00004.safetensors".
+// Each save writes files of its own, so that a save that stops half way
+// leaves the index before it and that index's shards as they were.
+std::string shardPath(llvm::StringRef indexPath, int rank, int ranks,
+                      int64_t step);
+
+// A digest of a shard's contents (XXH64 of its keys and their tensors'
+// bytes), 16 hex digits: the index lists it, so that a shard of another save
+// is recognised.
+std::string shardDigest(const TensorMap &tensors);
 
 // Writes one rank's shard atomically, with the checkpoint's metadata.
-// `whole` gives each tensor's whole shape (for the keys).
-llvm::Error saveShard(llvm::StringRef path,
-                      const std::vector<TensorSlab> &slabs,
-                      const std::map<std::string, ir::TensorType> &whole,
-                      const CheckpointInfo &info);
+// `whole` gives each tensor's whole shape (for the keys). Returns its
+// digest.
+llvm::Expected<std::string>
+saveShard(llvm::StringRef path, const std::vector<TensorSlab> &slabs,
+          const std::map<std::string, ir::TensorType> &whole,
+          const CheckpointInfo &info);
 
 // One slab as the index lists it.
 struct SlabEntry {
@@ -49,27 +58,45 @@ struct SlabEntry {
   std::vector<int64_t> offsets;
 };
 
-// The index, atomically: {"metadata": {the checkpoint's metadata},
+// One shard as the index lists it, and the slabs it holds: what each rank
+// sends rank 0 after writing its shard.
+struct ShardEntry {
+  std::string file; // relative to the index's folder
+  int64_t step = 0;
+  std::string digest;
+  std::vector<SlabEntry> slabs;
+};
+
+// The index, atomically, written after every shard: {"metadata": {the
+// checkpoint's metadata}, "shards": [{"file", "step", "digest"}],
 // "weight_map": {key: file}, "tensors": {name: {"dtype", "shape", "slabs":
 // [{"key", "file", "offsets"}]}}}.
 llvm::Error saveShardIndex(llvm::StringRef path,
                            const std::map<std::string, ir::TensorType> &types,
-                           const std::vector<SlabEntry> &slabs,
+                           const std::vector<ShardEntry> &shards,
                            const CheckpointInfo &info);
+
+// After the index at `indexPath` was written: removes the shards of earlier
+// saves to the same path that this process can see (files named as
+// shardPath names them, or as before steps were in the name), except
+// `keep` (file names). Errors are ignored: another rank may have removed a
+// file first, and a file left over is never read.
+void removeOtherShards(llvm::StringRef indexPath,
+                       const std::vector<std::string> &keep);
 
 // Whether `path` is an index (its first byte opens a JSON object) rather
 // than a safetensors file (whose first 8 bytes are a length).
 bool isShardIndex(llvm::StringRef path);
 
 // Reads an index and its shards and reassembles every tensor whole. Errors
-// name the file and what is wrong: a missing shard or key, a slab outside
-// its tensor or of another dtype, a tensor its slabs do not cover exactly.
+// name the file and what is wrong: a missing shard or key, a shard of
+// another step or save than the index lists (a save that stopped half way,
+// a file copied in), a slab outside its tensor or of another dtype, a
+// tensor its slabs do not cover exactly.
 llvm::Expected<Checkpoint> loadShardedCheckpoint(llvm::StringRef indexPath);
 
-// The slab entries of `slabs` as JSON text (what each rank sends rank 0)
-// and back.
-std::string slabEntriesToJson(const std::vector<SlabEntry> &entries);
-llvm::Expected<std::vector<SlabEntry>>
-slabEntriesFromJson(llvm::StringRef text);
+// A shard entry as JSON text (what each rank sends rank 0) and back.
+std::string shardEntryToJson(const ShardEntry &entry);
+llvm::Expected<ShardEntry> shardEntryFromJson(llvm::StringRef text);
 
 } // namespace mgc::runtime

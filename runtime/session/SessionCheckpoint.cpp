@@ -35,7 +35,7 @@ runtime::CheckpointInfo infoOf(const Session::Impl &impl) {
 
 // Every rank writes the parts its devices hold; when all have, rank 0
 // writes the index, and every rank learns how it went. A message between
-// the ranks is "ok" and the rank's slab entries, or "error" and why.
+// the ranks is "ok" and the rank's shard entry, or "error" and why.
 Status saveSharded(const Session::Impl &impl, const std::string &path) {
   backend::ProcessGroup &ranks = *impl.processes;
   int rank = ranks.rank(), size = ranks.size();
@@ -46,35 +46,39 @@ Status saveSharded(const Session::Impl &impl, const std::string &path) {
   if (failed(impl.meshRunner->syncState(c.diag())))
     return c.status();
   std::vector<runtime::TensorSlab> slabs = impl.meshRunner->localSlabs();
-  std::string file = runtime::shardPath(path, rank, size);
+  std::string file = runtime::shardPath(path, rank, size, info.step);
   std::string mine;
-  if (llvm::Error err = runtime::saveShard(file, slabs, types, info)) {
-    mine = "error\n" + llvm::toString(std::move(err));
+  auto digest = runtime::saveShard(file, slabs, types, info);
+  if (!digest) {
+    mine = "error\n" + llvm::toString(digest.takeError());
   } else {
-    std::vector<runtime::SlabEntry> entries;
-    std::string base = llvm::sys::path::filename(file).str();
+    runtime::ShardEntry entry;
+    entry.file = llvm::sys::path::filename(file).str();
+    entry.step = info.step;
+    entry.digest = *digest;
     for (const runtime::TensorSlab &s : slabs)
-      entries.push_back({s.name, runtime::slabKey(s, types.at(s.name).shape),
-                         base, s.offsets});
-    mine = "ok\n" + runtime::slabEntriesToJson(entries);
+      entry.slabs.push_back({s.name,
+                             runtime::slabKey(s, types.at(s.name).shape),
+                             entry.file, s.offsets});
+    mine = "ok\n" + runtime::shardEntryToJson(entry);
   }
   std::vector<std::string> all;
   std::string error;
   if (failed(ranks.allGather(mine, all, error)))
     return Status::error("error: saving checkpoint '" + path + "': " + error);
-  std::vector<runtime::SlabEntry> entries;
+  std::vector<runtime::ShardEntry> entries;
   for (int r = 0; r < size; ++r) {
     llvm::StringRef text(all[r]);
     auto [status, body] = text.split('\n');
     if (status != "ok")
       return Status::error("error: saving checkpoint '" + path + "': rank " +
                            std::to_string(r) + ": " + body.str());
-    auto list = runtime::slabEntriesFromJson(body);
-    if (!list)
+    auto entry = runtime::shardEntryFromJson(body);
+    if (!entry)
       return Status::error("error: saving checkpoint '" + path + "': rank " +
                            std::to_string(r) + ": " +
-                           llvm::toString(list.takeError()));
-    entries.insert(entries.end(), list->begin(), list->end());
+                           llvm::toString(entry.takeError()));
+    entries.push_back(std::move(*entry));
   }
   std::string indexError;
   if (rank == 0)
@@ -84,6 +88,11 @@ Status saveSharded(const Session::Impl &impl, const std::string &path) {
     return Status::error("error: saving checkpoint '" + path + "': " + error);
   if (!all[0].empty())
     return Status::error("error: " + all[0]);
+  // The index names this save's shards: the earlier saves' are garbage.
+  std::vector<std::string> keep;
+  for (const runtime::ShardEntry &e : entries)
+    keep.push_back(e.file);
+  runtime::removeOtherShards(path, keep);
   return Status::ok();
 }
 
