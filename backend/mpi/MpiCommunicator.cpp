@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstring>
+#include <ctime>
 #include <thread>
 #include <vector>
 
@@ -27,7 +29,49 @@ namespace {
 // MPI counts are ints: larger messages travel as pieces of this many bytes.
 constexpr int64_t kMaxPiece = int64_t(1) << 30;
 
+// When the process was last continued after a stop, in steady-clock
+// nanoseconds (0: never).
+std::atomic<int64_t> gContinuedAt{0};
+
+void onContinue(int) {
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now); // async-signal-safe
+  gContinuedAt.store(int64_t(now.tv_sec) * 1000000000 + now.tv_nsec);
+}
+
+double secondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t)
+      .count();
+}
+
 } // namespace
+
+void watchForContinue() {
+  struct sigaction action {};
+  action.sa_handler = onContinue;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  sigaction(SIGCONT, &action, nullptr);
+}
+
+std::string stalledNote(const WaitOutcome &w, double timeoutSeconds) {
+  char text[256];
+  if (w.longestGapSeconds >= 1 && w.longestGapSeconds >= 0.25 * timeoutSeconds)
+    std::snprintf(text, sizeof text,
+                  "; but this rank itself did not run for %.3g s of the wait "
+                  "(stopped, or starved of CPU), so the ranks named may have "
+                  "given up on it first",
+                  w.longestGapSeconds);
+  else if (w.continuedSecondsAgo >= 0)
+    std::snprintf(text, sizeof text,
+                  "; but this rank was stopped and continued %.3g s ago, so "
+                  "the ranks named may have given up on it while it was "
+                  "stopped",
+                  w.continuedSecondsAgo);
+  else
+    return "";
+  return text;
+}
 
 WaitOutcome waitRequests(std::vector<MPI_Request> &requests,
                          std::vector<MPI_Status> &statuses,
@@ -38,6 +82,7 @@ WaitOutcome waitRequests(std::vector<MPI_Request> &requests,
   WaitOutcome out;
   size_t n = requests.size();
   statuses.resize(n);
+  Clock::time_point started = Clock::now(), lastPoll = started;
   Clock::time_point deadline = deadlineAfter(timeoutSeconds);
   std::vector<int> indices(n);
   std::vector<MPI_Status> done(n);
@@ -45,6 +90,12 @@ WaitOutcome waitRequests(std::vector<MPI_Request> &requests,
   auto giveUp = [&](bool timedOut) {
     out.ok = false;
     out.timedOut = timedOut;
+    int64_t continued = gContinuedAt.load();
+    if (continued > 0) {
+      Clock::time_point at{std::chrono::nanoseconds(continued)};
+      if (std::chrono::duration<double>(started - at).count() <= timeoutSeconds)
+        out.continuedSecondsAgo = secondsSince(at);
+    }
     // The requests are left as they are: the job ends after a failed call
     // (Open MPI cannot cancel or free them reliably from several threads),
     // and the caller keeps their buffers alive (Exchange::abandon).
@@ -55,6 +106,11 @@ WaitOutcome waitRequests(std::vector<MPI_Request> &requests,
   };
   while (true) {
     int count = 0, rc;
+    Clock::time_point now = Clock::now();
+    out.longestGapSeconds =
+        std::max(out.longestGapSeconds,
+                 std::chrono::duration<double>(now - lastPoll).count());
+    lastPoll = now;
     {
       MaybeLock lock(serialize);
       rc = MPI_Testsome(static_cast<int>(n), requests.data(), &count,
@@ -281,19 +337,28 @@ LogicalResult Endpoint::finish(Exchange &x, const std::string &what,
       error = what + " was aborted: " + set_.abortReason();
       return failure();
     }
-    std::vector<int64_t> missing;
-    for (size_t i : w.pending)
-      if (x.what[i].bytes >= 0 && std::find(missing.begin(), missing.end(),
-                                            x.what[i].peer) == missing.end())
-        missing.push_back(x.what[i].peer);
-    std::string list;
-    for (int64_t d : missing)
-      list += (list.empty() ? "" : ", ") + deviceStr(d);
+    // The peers it still waited for: those whose messages never arrived,
+    // else those that never took its messages.
+    auto peersOf = [&](bool receives) {
+      std::vector<int64_t> peers;
+      for (size_t i : w.pending)
+        if ((x.what[i].bytes >= 0) == receives &&
+            std::find(peers.begin(), peers.end(), x.what[i].peer) ==
+                peers.end())
+          peers.push_back(x.what[i].peer);
+      std::string list;
+      for (int64_t d : peers)
+        list += (list.empty() ? "" : ", ") + deviceStr(d);
+      return list;
+    };
+    std::string from = peersOf(true), to = peersOf(false);
     char seconds[32];
     std::snprintf(seconds, sizeof seconds, "%g", s.timeoutSeconds);
     error = what + " timed out after " + seconds + " s (--comm-timeout): " +
-            (list.empty() ? std::string("its messages were never taken")
-                          : "nothing arrived from " + list);
+            (!from.empty() ? "nothing arrived from " + from
+             : !to.empty() ? "its messages to " + to + " were never taken"
+                           : std::string("its messages were never taken")) +
+            stalledNote(w, s.timeoutSeconds);
     return failure();
   }
   for (size_t i = 0; i < x.requests.size(); ++i) {

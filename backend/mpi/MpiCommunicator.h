@@ -65,11 +65,27 @@ struct WaitOutcome {
   bool timedOut = false;
   std::vector<size_t> pending;
   std::string mpiError; // an MPI error code's text, if one was returned
+  // Whether this rank itself ran: the longest time between two polls (a
+  // process stopped, or starved of CPU, does not poll), and the seconds
+  // since the process was continued after a stop (SIGCONT) when that
+  // happened during the wait or within a timeout before it, else -1.
+  double longestGapSeconds = 0;
+  double continuedSecondsAgo = -1;
 };
 WaitOutcome waitRequests(std::vector<MPI_Request> &requests,
                          std::vector<MPI_Status> &statuses,
                          double timeoutSeconds,
                          const std::function<bool()> &aborted,
                          std::mutex *serialize);
+
+// For a wait that timed out: when this rank itself did not run for a good
+// part of it, or was stopped and continued, a note saying so (its peers
+// may have given up on it first, so the ranks it names may be healthy),
+// starting "; "; else "".
+std::string stalledNote(const WaitOutcome &w, double timeoutSeconds);
+
+// Records when the process is continued after a stop (SIGCONT), for
+// WaitOutcome::continuedSecondsAgo. Called once when MPI starts.
+void watchForContinue();
 
 } // namespace mgc::backend::mpi

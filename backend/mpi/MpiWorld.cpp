@@ -93,13 +93,14 @@ LogicalResult World::allGather(const std::string &mine,
             (missing.empty() ? "rank " : ", rank ") + std::to_string(from[i]);
     char seconds[32];
     std::snprintf(seconds, sizeof seconds, "%g", timeout_);
-    error =
-        std::string(what) + " between the ranks " +
-        (w.timedOut
-             ? "timed out after " + std::string(seconds) +
-                   " s (--comm-timeout)" +
-                   (missing.empty() ? "" : ": nothing arrived from " + missing)
-             : "failed: " + w.mpiError);
+    error = std::string(what) + " between the ranks " +
+            (w.timedOut
+                 ? "timed out after " + std::string(seconds) +
+                       " s (--comm-timeout)" +
+                       (missing.empty() ? ""
+                                        : ": nothing arrived from " + missing) +
+                       stalledNote(w, timeout_)
+                 : "failed: " + w.mpiError);
     return failure();
   };
   // Sends are entered with from = -1, receives with their source rank.
@@ -166,6 +167,8 @@ ProcessGroup *world(std::string &error) {
   } else {
     MPI_Query_thread(&provided);
   }
+  // A rank that was stopped and continued says so when it times out.
+  watchForContinue();
   if (provided < MPI_THREAD_SERIALIZED) {
     error = "this MPI gives only thread level " + std::to_string(provided) +
             "; mgc's devices need at least MPI_THREAD_SERIALIZED";

@@ -295,6 +295,42 @@ TEST_CASE("MPI communicator: a peer that never sends times out, named") {
   CHECK(seconds < 5);
 }
 
+TEST_CASE("MPI communicator: a message its peer never takes times out, "
+          "naming the peer") {
+  auto set = mpiMesh(meshOf("dp=2"), /*timeoutSeconds=*/0.3);
+  if (!set)
+    return;
+  // Large enough that MPI waits for the receive (no eager copy).
+  std::vector<float> x(size_t(4) << 20, 1.0f);
+  std::string err;
+  CHECK(set->endpoint(0)
+            .send(1, x.data(), static_cast<int64_t>(x.size()), ir::DType::F32,
+                  err)
+            .failed());
+  INFO(err);
+  CHECK(err.find("timed out after 0.3 s (--comm-timeout): its messages to "
+                 "device 1 (rank 0) were never taken") != std::string::npos);
+}
+
+TEST_CASE("MPI communicator: a rank that did not run itself says so when it "
+          "times out") {
+  mpi::WaitOutcome w;
+  w.ok = false;
+  w.timedOut = true;
+  CHECK(mpi::stalledNote(w, 10) == "");
+  w.longestGapSeconds = 0.5; // polls a little late: no note
+  CHECK(mpi::stalledNote(w, 10) == "");
+  w.longestGapSeconds = 6;
+  CHECK(mpi::stalledNote(w, 10) ==
+        "; but this rank itself did not run for 6 s of the wait (stopped, or "
+        "starved of CPU), so the ranks named may have given up on it first");
+  w.longestGapSeconds = 0;
+  w.continuedSecondsAgo = 2.5;
+  CHECK(mpi::stalledNote(w, 10) ==
+        "; but this rank was stopped and continued 2.5 s ago, so the ranks "
+        "named may have given up on it while it was stopped");
+}
+
 } // namespace
 } // namespace mgc::backend::testing
 

@@ -458,13 +458,20 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
   // Whether to stop before the next step. With several processes the ranks
   // agree (a signal may reach them at different steps), so that all stop
   // after the same step and save together.
+  // Whether any rank was asked to stop; nullopt with `why` set when the
+  // ranks could not say (one stopped answering).
+  std::string why;
   auto stopNow = [&]() -> std::optional<bool> {
     bool mine = gInterrupted != 0;
     if (s.processCount() <= 1)
       return mine;
     auto any = s.anyRank(mine);
-    if (!any)
+    if (!any) {
+      llvm::StringRef text = llvm::StringRef(any.status().message()).trim();
+      text.consume_front("error: ");
+      why = text.str();
       return std::nullopt;
+    }
     if (*any && !gInterrupted)
       gInterrupted = SIGTERM; // a peer was stopped
     return *any;
@@ -500,7 +507,7 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
   while (s.stepCount() < steps) {
     std::optional<bool> stop = stopNow();
     if (!stop)
-      return errorExit("the ranks could not agree whether to stop");
+      return errorExit("the ranks could not agree whether to stop: " + why);
     if (*stop)
       break;
     auto start = std::chrono::steady_clock::now();
