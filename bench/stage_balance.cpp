@@ -74,8 +74,8 @@ bool dataParallel(const ir::Module &module, const ModelLayers &layers,
   auto plain = ir::Mesh::parse("dp=" + std::to_string(n), error);
   std::optional<ir::Mesh> weighted = weightDataAxis(
       *plain, c,
-      [&](const ClusterDevice &d) { return shareSeconds(layers, d, n); },
-      error);
+      [&](const ClusterDevice &d) { return shareSeconds(layers, d, n); }, error,
+      batch);
   if (!weighted) {
     std::printf("data parallel: %s\n", error.c_str());
     return false;

@@ -181,10 +181,24 @@ std::string clusterMismatch(const Cluster &cluster, const ir::Mesh &mesh) {
          ": expected one per device";
 }
 
+std::vector<int64_t> rowWeights(const ir::MeshAxis &axis, int64_t batch) {
+  if (axis.weights.empty() || batch <= 0)
+    return axis.weights;
+  std::vector<int64_t> rows = ir::splitSizes(batch, axis);
+  if (*std::min_element(rows.begin(), rows.end()) == 0)
+    return axis.weights;
+  int64_t common = 0;
+  for (int64_t r : rows)
+    common = std::gcd(common, r);
+  for (int64_t &r : rows)
+    r /= common;
+  return rows;
+}
+
 std::optional<ir::Mesh>
 weightDataAxis(const ir::Mesh &mesh, const Cluster &cluster,
                const std::function<double(const ClusterDevice &)> &seconds,
-               std::string &error) {
+               std::string &error, int64_t batch) {
   int dp = mesh.axisIndex(ir::kDataAxis);
   if (dp < 0) {
     error = "a cluster balances a pipeline's stages (pp) or the dp shares "
@@ -218,6 +232,8 @@ weightDataAxis(const ir::Mesh &mesh, const Cluster &cluster,
   }
   for (int64_t &w : axis.weights)
     w /= common;
+  if (batch > 0)
+    axis.weights = rowWeights(axis, batch);
   if (ir::allEqual(axis.weights))
     axis.weights.clear();
   return ir::Mesh(std::move(axes));

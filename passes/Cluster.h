@@ -59,17 +59,28 @@ private:
 // ("8 devices for the mesh dp=4 of 4: expected one per device").
 std::string clusterMismatch(const Cluster &cluster, const ir::Mesh &mesh);
 
+// The weights of dp axis `axis` reduced to the rows of a batch of `batch`
+// they give each coordinate, divided by their greatest common divisor
+// ([49, 10] on 8 rows: [7, 1]); the weights as they are when a coordinate
+// would get no row, or without weights.
+std::vector<int64_t> rowWeights(const ir::MeshAxis &axis, int64_t batch);
+
 // `mesh` (without pp) with its dp shares of the batch weighted for
 // `cluster`'s devices (one per device of the mesh, in mesh order): each dp
 // coordinate's weight is in inverse proportion to seconds(device) of the
 // slowest of its devices (the time it takes for an equal share of the
 // work), as integers (the slowest coordinate 10, reduced by their
-// greatest common divisor; none when all are equal). Null with `error`
-// when the cluster has another number of devices, or the mesh has no dp
-// axis or dp weights already.
+// greatest common divisor; none when all are equal). With a `batch` (the
+// rows the dp axis splits, > 0) the weights are then the rows each
+// coordinate gets: finer weights than the batch can follow change no
+// row, but would ask the partitioner to balance other dimensions by them
+// (splitting activations and gathering weight gradients), a plan that
+// moves more bytes than the plain one. Null with `error` when the cluster
+// has another number of devices, or the mesh has no dp axis or dp weights
+// already.
 std::optional<ir::Mesh>
 weightDataAxis(const ir::Mesh &mesh, const Cluster &cluster,
                const std::function<double(const ClusterDevice &)> &seconds,
-               std::string &error);
+               std::string &error, int64_t batch = 0);
 
 } // namespace mgc::passes

@@ -352,7 +352,7 @@ public:
   // the number of processes (0 and 1 otherwise).
   int rank() const;
   int processCount() const;
-  // The mesh the step runs on, as "dp=8[56,56,56,56,5,5,5,5],tp=2": the
+  // The mesh the step runs on, as "dp=8[15,15,15,15,1,1,1,1],tp=2": the
   // options' mesh with the dp shares a cluster gave; "" without one.
   std::string meshText() const;
   // The rows [first, second) of input `name`'s first dimension that this

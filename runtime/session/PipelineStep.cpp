@@ -415,6 +415,20 @@ LogicalResult buildPipelinePart(MeshStep &step, const ir::Module &model,
   return success();
 }
 
+// `mesh` with its dp weights (if any) reduced to the rows of a batch of
+// `rows` they give (passes::rowWeights): weights finer than the rows move
+// no row, but would have the partitioner balance other dimensions by them.
+static ir::Mesh withRowWeights(const ir::Mesh &mesh, int64_t rows) {
+  std::vector<ir::MeshAxis> axes(mesh.axes().begin(), mesh.axes().end());
+  for (ir::MeshAxis &axis : axes)
+    if (axis.name == ir::kDataAxis) {
+      axis.weights = passes::rowWeights(axis, rows);
+      if (ir::allEqual(axis.weights))
+        axis.weights.clear();
+    }
+  return ir::Mesh(std::move(axes));
+}
+
 FailureOr<MeshConfig> meshConfig(const ir::Mesh &mesh, const ir::Module &model,
                                  const SessionOptions &options,
                                  DiagnosticEngine &diag) {
@@ -431,8 +445,18 @@ FailureOr<MeshConfig> meshConfig(const ir::Mesh &mesh, const ir::Module &model,
                  "give the mesh a pp axis (--mesh pp=N)");
       return failure();
     }
-    if (options.cluster.empty())
+    // The rows the dp axis splits: the batch (the first dimension of the
+    // first input), each of the micro-batches with accumulation.
+    std::vector<ir::Value *> inputs = model.graph().inputs();
+    int64_t rows = !inputs.empty() && inputs.front()->type().rank() > 0
+                       ? inputs.front()->type().shape[0]
+                       : 0;
+    if (options.accumulate > 1)
+      rows = rows % options.accumulate == 0 ? rows / options.accumulate : 0;
+    if (options.cluster.empty()) {
+      config.mesh = withRowWeights(mesh, rows);
       return config;
+    }
     // Without a pipeline a cluster gives the dp devices their shares, in
     // inverse proportion to each one's time for the model's step.
     std::string error;
@@ -449,7 +473,7 @@ FailureOr<MeshConfig> meshConfig(const ir::Mesh &mesh, const ir::Module &model,
         [&](const passes::ClusterDevice &d) {
           return passes::shareSeconds(layers, d, dp ? dp->size : 1);
         },
-        error);
+        error, rows);
     if (!weighted) {
       diag.error("--cluster " + options.cluster + ": " + error);
       return failure();

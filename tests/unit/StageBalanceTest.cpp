@@ -268,4 +268,31 @@ TEST_CASE("cluster: dp shares follow each dp coordinate's slowest device") {
   CHECK(!weightDataAxis(*ir::Mesh::parse("dp=4[1,2,3,4]", error), *cluster,
                         seconds, error));
   CHECK(error.find("--dp-weights") != std::string::npos);
+  // With a batch the weights are the rows they give: 4:4:1:4 on 13 rows is
+  // the same; on 8 rows 3:2:1:2 (largest remainders first).
+  auto rows13 = weightDataAxis(*ir::Mesh::parse("dp=4", error), *cluster,
+                               seconds, error, 13);
+  REQUIRE(rows13);
+  CHECK(rows13->str() == "dp=4[4,4,1,4]");
+  auto rows8 = weightDataAxis(*ir::Mesh::parse("dp=4", error), *cluster,
+                              seconds, error, 8);
+  REQUIRE(rows8);
+  CHECK(rows8->str() == "dp=4[3,2,1,2]");
+}
+
+TEST_CASE("cluster: dp weights reduce to the rows they give") {
+  std::string error;
+  auto axisOf = [&](const char *text) {
+    return *ir::Mesh::parse(text, error)->findAxis(ir::kDataAxis);
+  };
+  using V = std::vector<int64_t>;
+  CHECK(rowWeights(axisOf("dp=2[49,10]"), 8) == V{7, 1});
+  CHECK(rowWeights(axisOf("dp=2[49,10]"), 59) == V{49, 10});
+  CHECK(rowWeights(axisOf("dp=2[49,10]"), 118) == V{49, 10});
+  CHECK(rowWeights(axisOf("dp=2[3,1]"), 16) == V{3, 1});
+  CHECK(rowWeights(axisOf("dp=3[5,5,1]"), 22) == V{5, 5, 1});
+  // A coordinate that would get no row keeps the weights (the partitioner
+  // refuses such a split, naming it).
+  CHECK(rowWeights(axisOf("dp=2[49,1]"), 8) == V{49, 1});
+  CHECK(rowWeights(axisOf("dp=2"), 8).empty());
 }
