@@ -355,6 +355,13 @@ public:
   // The mesh the step runs on, as "dp=8[15,15,15,15,1,1,1,1],tp=2": the
   // options' mesh with the dp shares a cluster gave; "" without one.
   std::string meshText() const;
+  // What building the session's plan found that a user would not expect,
+  // one line each without a prefix: tensor parallelism that does not fit
+  // the model (a tp that does not divide attention's heads or a hinted
+  // dimension, so the plan moves values between splits; or a model without
+  // tp hints, computed whole on every tp device). Empty for a plan that
+  // fits.
+  std::vector<std::string> warnings() const;
   // The rows [first, second) of input `name`'s first dimension that this
   // process's devices read each step: with several processes a rank's
   // share of a batched input (feed() still takes the whole batch, and the

@@ -202,6 +202,8 @@ int Session::processCount() const {
 
 std::string Session::meshText() const { return impl_->meshText; }
 
+std::vector<std::string> Session::warnings() const { return impl_->warnings; }
+
 std::pair<int64_t, int64_t> Session::inputRows(const std::string &name) const {
   const ir::Value *v =
       session::findArgument(*impl_, name, ir::ValueKind::Input);

@@ -10,6 +10,7 @@
 #include "passes/Optimizer.h"
 #include "runtime/session/DeviceExecutors.h"
 #include "runtime/session/Pipeline.h"
+#include "runtime/session/PlanWarnings.h"
 #include "runtime/session/SessionInternals.h"
 
 #include "support/InputFile.h"
@@ -294,6 +295,7 @@ Session::create(const std::string &path, const SessionOptions &options) {
                 failed(session::checkSamePlan(*meshStep, impl->processes,
                                               options, diag)))
               return c.status();
+            impl->warnings = session::planWarnings(*meshStep);
             auto devices =
                 session::meshDevices(options, *onCuda, impl->processes, diag);
             if (devices.failed())

@@ -39,6 +39,8 @@ struct Session::Impl {
   std::unique_ptr<session::MeshRunner> meshRunner;
   // The mesh as given, with a cluster's dp shares (Session::meshText).
   std::string meshText;
+  // What building the plan found worth saying (Session::warnings).
+  std::vector<std::string> warnings;
   // The job's processes when the mesh is shared among several (not owned:
   // one per process), else null.
   backend::ProcessGroup *processes = nullptr;

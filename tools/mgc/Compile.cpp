@@ -13,6 +13,7 @@
 #include "runtime/session/MeshStep.h"
 #include "runtime/session/Pipeline.h"
 #include "runtime/session/PipelinePlan.h"
+#include "runtime/session/PlanWarnings.h"
 #include "runtime/session/TargetCheck.h"
 #include "llvm/Support/Format.h"
 
@@ -209,6 +210,8 @@ static int compileForMesh(const ir::Module &module, const MeshChoice &mesh,
     return kUserError;
   if (failed(session::checkMeshStepRunsOnTarget(*step, diag)))
     return kUserError;
+  for (const std::string &w : session::planWarnings(*step))
+    llvm::errs() << "mgc compile: warning: " << w << "\n";
   ir::PrintOptions print;
   print.locations = args.has("--locations");
   if (step->pipeline)

@@ -327,8 +327,11 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
   Session &s = **session;
   // Rank 0 speaks for the job: progress, the summary and the JSON log.
   bool speaker = s.rank() == 0;
-  if (speaker)
+  if (speaker) {
     warnPastSchedule(facts, options.train, steps);
+    for (const std::string &w : s.warnings())
+      llvm::errs() << "mgc run: warning: " << w << "\n";
+  }
   llvm::raw_ostream &out = speaker ? llvm::outs() : llvm::nulls();
   if (Status st = loadStartingPoint(s, args->get("--resume"),
                                     args->get("--init-from"), &out);
