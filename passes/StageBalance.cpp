@@ -55,6 +55,7 @@ StageTotals stageTotals(const ModelLayers &m, int64_t s, int64_t stages,
 // The cost of stage s of `stages` running layers [a, b) on its device.
 struct StageCost {
   double forward = 0, backward = 0, memory = 0;
+  double forwardLink = 0, backwardLink = 0; // parts of forward, backward
 };
 
 class Costing {
@@ -76,8 +77,10 @@ public:
     work.bytes /= micro_;
     StageCost c;
     double compute = secondsOn(work, device(s));
-    c.forward = compute + (s + 1 < stages() ? send(s, s + 1, b) : 0);
-    c.backward = 2 * compute + (s > 0 ? send(s, s - 1, a) : 0);
+    c.forwardLink = s + 1 < stages() ? send(s, s + 1, b) : 0;
+    c.backwardLink = s > 0 ? send(s, s - 1, a) : 0;
+    c.forward = compute + c.forwardLink;
+    c.backward = 2 * compute + c.backwardLink;
     // f32 weights, gradients and two AdamW moments; the activations of the
     // micro-batches 1F1B keeps in flight on the stage.
     c.memory =
@@ -188,6 +191,8 @@ FailureOr<StagePlan> planInOrder(const ModelLayers &model,
     StageCost c = cost.of(s, plan.first[s], end);
     plan.forwardSeconds.push_back(c.forward);
     plan.backwardSeconds.push_back(c.backward);
+    plan.forwardLinkSeconds.push_back(c.forwardLink);
+    plan.backwardLinkSeconds.push_back(c.backwardLink);
     plan.memoryBytes.push_back(c.memory);
     plan.deviceBytes.push_back(cost.device(s).memoryBytes);
   }

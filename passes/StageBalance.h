@@ -29,8 +29,11 @@ struct StagePlan {
   // Per stage: its first layer (an index into ModelLayers::layers); stage
   // s runs layers [first[s], first[s + 1]).
   std::vector<int64_t> first;
-  // Per stage: a forward and a backward of one micro-batch, in seconds.
+  // Per stage: a forward and a backward of one micro-batch, in seconds,
+  // each with the sending of its message to the next (previous) stage; and
+  // that sending's part of them (the link time).
   std::vector<double> forwardSeconds, backwardSeconds;
+  std::vector<double> forwardLinkSeconds, backwardLinkSeconds;
   // Per stage: the memory it needs and the device's.
   std::vector<double> memoryBytes, deviceBytes;
   // The step under 1F1B with the plan's micro-batches, from the schedule's

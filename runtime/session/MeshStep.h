@@ -82,9 +82,14 @@ struct PipelinePart {
   std::vector<std::string> layers;
   std::vector<int64_t> first;
   // With a cluster: the balancer's plan (its predicted times and memory per
-  // stage) and the name of the cluster device each stage runs on.
+  // stage) and the cluster device each stage runs on, as the file names it
+  // ("cluster device 1 (t4)"); and what it gains: the predicted step of an
+  // equal split of the layers over the devices in the file's order, or why
+  // there is none (it does not fit).
   std::optional<passes::StagePlan> balanced;
   std::vector<std::string> deviceNames;
+  std::optional<double> equalSplitSeconds;
+  std::string equalSplitError;
   // Every stage is a copy of the mesh without pp (MeshStep::mesh): its
   // device d runs the part of the stage's work that device d of that mesh
   // would, with the same collectives among the stage's devices, and talks

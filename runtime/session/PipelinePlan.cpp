@@ -157,20 +157,51 @@ void printPipelinePlan(const PipelinePart &part, llvm::raw_ostream &os) {
        << " (" << part.inFlight[s] << " micro-batches in flight)\n";
     if (part.balanced) {
       const passes::StagePlan &plan = *part.balanced;
-      os << "    on " << part.deviceNames[s] << ": predicted "
-         << llvm::format("%.3g", plan.forwardSeconds[s] * 1e3)
+      // Compute and link time apart: a forward that sends its activation
+      // on can take longer than a backward that sends nothing back.
+      auto ms = [](double seconds) {
+        return llvm::format("%.3g", seconds * 1e3);
+      };
+      os << "    on " << part.deviceNames[s] << ": predicted compute "
+         << ms(plan.forwardSeconds[s] - plan.forwardLinkSeconds[s])
          << " ms forward, "
-         << llvm::format("%.3g", plan.backwardSeconds[s] * 1e3)
-         << " ms backward, memory "
+         << ms(plan.backwardSeconds[s] - plan.backwardLinkSeconds[s])
+         << " ms backward; link " << ms(plan.forwardLinkSeconds[s])
+         << " ms sending forward, " << ms(plan.backwardLinkSeconds[s])
+         << " ms sending back; memory "
          << backend::formatBytes(static_cast<uint64_t>(plan.memoryBytes[s]))
          << " of "
          << backend::formatBytes(static_cast<uint64_t>(plan.deviceBytes[s]))
          << "\n";
     }
   }
-  if (part.balanced)
+  if (part.balanced) {
+    // The balancer may order the devices along the pipeline; the mesh runs
+    // pipeline device d on its d-th devices, so the order is the launch's.
+    const std::vector<size_t> &order = part.balanced->device;
+    bool inOrder = true;
+    for (size_t i = 0; i < order.size(); ++i)
+      inOrder &= order[i] == i;
+    if (!inOrder) {
+      os << "The balanced plan orders the cluster's pipeline devices ";
+      for (size_t i = 0; i < order.size(); ++i)
+        os << (i ? ", " : "") << order[i];
+      os << " along the pipeline (as the file counts them, one per stage "
+            "mesh): pipeline device d runs on the mesh's d-th devices, so "
+            "list the devices in the file (and launch the ranks) in that "
+            "order.\n";
+    }
+    double step = part.balanced->stepSeconds;
     os << "Predicted step on the cluster (1F1B): "
-       << llvm::format("%.4g", part.balanced->stepSeconds * 1e3) << " ms\n";
+       << llvm::format("%.4g", step * 1e3) << " ms; an equal split of the "
+       << "layers over the devices in the file's order: ";
+    if (part.equalSplitSeconds)
+      os << llvm::format("%.4g", *part.equalSplitSeconds * 1e3) << " ms ("
+         << llvm::format("%.2f", *part.equalSplitSeconds / step)
+         << "x the balanced step)\n";
+    else
+      os << "does not fit (" << part.equalSplitError << ")\n";
+  }
   os << "\nMessages per micro-batch:\n";
   for (int64_t b = 0; b + 1 < split.stages; ++b)
     os << "  stage " << b << " -> " << b + 1 << ": "
@@ -243,6 +274,8 @@ void printPipelinePlanJson(const PipelinePart &part, llvm::raw_ostream &os) {
       o["cluster_device"] = part.deviceNames[s];
       o["forward_seconds"] = part.balanced->forwardSeconds[s];
       o["backward_seconds"] = part.balanced->backwardSeconds[s];
+      o["forward_link_seconds"] = part.balanced->forwardLinkSeconds[s];
+      o["backward_link_seconds"] = part.balanced->backwardLinkSeconds[s];
       o["memory_bytes"] = part.balanced->memoryBytes[s];
     }
     stages.push_back(std::move(o));
@@ -302,6 +335,13 @@ void printPipelinePlanJson(const PipelinePart &part, llvm::raw_ostream &os) {
              {"slots", std::move(order)},
              {"bubble", part.predicted.bubble},
              {"unit_bubble", unitError.empty() ? unit.bubble : 0.0}};
+  if (part.balanced) {
+    out["predicted_step_seconds"] = part.balanced->stepSeconds;
+    if (part.equalSplitSeconds)
+      out["equal_split_step_seconds"] = *part.equalSplitSeconds;
+    else
+      out["equal_split_error"] = part.equalSplitError;
+  }
   os << llvm::formatv("{0:2}", llvm::json::Value(std::move(out))) << "\n";
 }
 

@@ -134,12 +134,14 @@ pipelineDevices(const passes::Cluster *cluster, const ir::Mesh &mesh,
 }
 
 // The stages balanced by the cost model on `devices`, messages over the
-// cluster's links when there is one.
+// cluster's links when there is one; with a cluster, also what an equal
+// split of the layers over the devices in the file's order would take
+// (into `part`).
 FailureOr<passes::StagePlan>
 balancedStages(const ir::Module &model,
                llvm::ArrayRef<passes::ClusterDevice> devices,
                const passes::Cluster *cluster, int64_t perStage, int64_t micro,
-               DiagnosticEngine &diag) {
+               PipelinePart &part, DiagnosticEngine &diag) {
   passes::ModelLayers layers = passes::forwardLayers(model);
   passes::measureCuts(model, layers);
   passes::LinkOf link;
@@ -152,6 +154,17 @@ balancedStages(const ir::Module &model,
   if (plan.failed()) {
     diag.error("pipeline: cannot balance the stages: " + error);
     return failure();
+  }
+  if (cluster) {
+    int64_t stages = static_cast<int64_t>(devices.size());
+    auto equal = passes::planStages(
+        layers, devices, micro,
+        passes::equalSplit(static_cast<int64_t>(layers.layers.size()), stages),
+        error, link);
+    if (equal.failed())
+      part.equalSplitError = error;
+    else
+      part.equalSplitSeconds = equal->stepSeconds;
   }
   return plan;
 }
@@ -327,13 +340,21 @@ LogicalResult buildPipelinePart(MeshStep &step, const ir::Module &model,
     if (devices.failed())
       return failure();
     auto plan = balancedStages(model, *devices, cluster ? &*cluster : nullptr,
-                               perStage, step.accumulate, diag);
+                               perStage, step.accumulate, *part, diag);
     if (plan.failed())
       return failure();
     part->first = plan->first;
     if (cluster) {
-      for (size_t g : plan->device)
-        part->deviceNames.push_back((*devices)[g].name);
+      // Named as the file names them: the devices of pipeline group g are
+      // the file's g*perStage ...
+      for (size_t g : plan->device) {
+        int64_t at = static_cast<int64_t>(g) * perStage;
+        part->deviceNames.push_back(
+            (perStage == 1 ? "cluster device " + std::to_string(at)
+                           : "cluster devices " + std::to_string(at) + "-" +
+                                 std::to_string(at + perStage - 1)) +
+            " (" + (*devices)[g].name + ")");
+      }
       part->balanced = std::move(*plan);
     }
   } else {

@@ -202,6 +202,12 @@ TEST_CASE("stage balance: a slow link moves the cut to where little "
   CHECK(linked->first == std::vector<int64_t>{0, 1});
   // The message is on the sender's account: 1 KB at 1 GB/s plus 10 us.
   CHECK(linked->forwardSeconds[0] == doctest::Approx(0.01 + 1e-5 + 1e3 / 1e9));
+  // And its own part of the times: sent forward by stage 0, back by 1.
+  CHECK(linked->forwardLinkSeconds[0] == doctest::Approx(1e-5 + 1e3 / 1e9));
+  CHECK(linked->backwardLinkSeconds[0] == 0);
+  CHECK(linked->forwardLinkSeconds[1] == 0);
+  CHECK(linked->backwardLinkSeconds[1] == doctest::Approx(1e-5 + 1e3 / 1e9));
+  CHECK(free->forwardLinkSeconds == std::vector<double>{0, 0});
 }
 
 TEST_CASE("stage balance: what cannot be split or fit is refused") {
