@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <set>
 
 namespace mgc::passes {
 
@@ -84,8 +85,15 @@ Cluster::parse(llvm::StringRef file, llvm::StringRef text, std::string &error) {
       return std::nullopt;
     }
   }
-  Cluster c;
+  // The count first: no more devices than a mesh can have, before
+  // anything is read per device.
   size_t n = devices->size();
+  if (n > static_cast<size_t>(ir::kMaxMeshDevices)) {
+    error = at + std::to_string(n) + " devices: a mesh has at most " +
+            std::to_string(ir::kMaxMeshDevices);
+    return std::nullopt;
+  }
+  Cluster c;
   for (size_t i = 0; i < n; ++i) {
     std::string where = at + "devices[" + std::to_string(i) + "]";
     const llvm::json::Object *d = (*devices)[i].getAsObject();
@@ -111,8 +119,10 @@ Cluster::parse(llvm::StringRef file, llvm::StringRef text, std::string &error) {
     dev.bytesPerSecond = gbs * 1e9;
     c.devices_.push_back(std::move(dev));
   }
-  std::vector<bool> set(n * n, false);
-  c.links_.assign(n * n, {});
+  // Per device, the devices it has a listed link with (either way); and
+  // the links listed as such (not taken from the other way).
+  std::vector<std::vector<size_t>> linked(n);
+  std::set<std::pair<size_t, size_t>> listed;
   if (const llvm::json::Array *links = root->getArray("links"))
     for (size_t i = 0; i < links->size(); ++i) {
       std::string where = at + "links[" + std::to_string(i) + "]";
@@ -136,31 +146,48 @@ Cluster::parse(llvm::StringRef file, llvm::StringRef text, std::string &error) {
         return std::nullopt;
       // Links go both ways unless the other way is listed too.
       size_t a = static_cast<size_t>(*from), b = static_cast<size_t>(*to);
-      c.links_[a * n + b] = link;
-      set[a * n + b] = true;
-      if (!set[b * n + a])
-        c.links_[b * n + a] = link;
+      c.links_[{a, b}] = link;
+      listed.insert({a, b});
+      if (!listed.count({b, a}))
+        c.links_[{b, a}] = link;
+      linked[a].push_back(b);
+      linked[b].push_back(a);
     }
-  ClusterLink fallback;
-  bool haveDefault = false;
   if (const llvm::json::Object *d = root->getObject("default_link")) {
+    ClusterLink fallback;
     if (!readLink(*d, at + "default_link", fallback, error))
       return std::nullopt;
-    haveDefault = true;
+    c.defaultLink_ = fallback;
+    return c;
   }
-  for (size_t a = 0; a < n; ++a)
-    for (size_t b = 0; b < n; ++b) {
-      if (a == b || set[a * n + b] || set[b * n + a])
-        continue;
-      if (!haveDefault) {
-        error = at + "no link between devices " + std::to_string(a) + " and " +
-                std::to_string(b) +
-                ": list it in \"links\" or give \"default_link\"";
-        return std::nullopt;
+  // Without a default every pair needs a link: the first pair without one.
+  for (size_t a = 0; a < n; ++a) {
+    std::vector<size_t> &with = linked[a];
+    std::sort(with.begin(), with.end());
+    with.erase(std::unique(with.begin(), with.end()), with.end());
+    if (with.size() + 1 == n)
+      continue;
+    // The smallest device other than `a` missing from `with` (sorted).
+    size_t b = 0;
+    for (size_t k = 0;; ++b)
+      if (b != a) {
+        if (k == with.size() || with[k] != b)
+          break;
+        ++k;
       }
-      c.links_[a * n + b] = fallback;
-    }
+    error = at + "no link between devices " + std::to_string(std::min(a, b)) +
+            " and " + std::to_string(std::max(a, b)) +
+            ": list it in \"links\" or give \"default_link\"";
+    return std::nullopt;
+  }
   return c;
+}
+
+ClusterLink Cluster::link(size_t a, size_t b) const {
+  auto it = links_.find({a, b});
+  if (it != links_.end())
+    return it->second;
+  return defaultLink_.value_or(ClusterLink{});
 }
 
 std::optional<Cluster> Cluster::read(llvm::StringRef path, std::string &error) {
@@ -224,9 +251,13 @@ weightDataAxis(const ir::Mesh &mesh, const Cluster &cluster,
   }
   double slowest = *std::max_element(time.begin(), time.end());
   int64_t common = 0;
+  // Weights past a billion to one say no more than that (and would
+  // overflow the integer they are rounded to, inverting the shares).
+  constexpr double kLargestWeight = 1e9;
   for (double t : time) {
+    double ratio = t > 0 ? 10 * slowest / t : 10;
     int64_t w =
-        std::max<int64_t>(1, std::llround(t > 0 ? 10 * slowest / t : 10));
+        std::max<int64_t>(1, std::llround(std::min(ratio, kLargestWeight)));
     axis.weights.push_back(w);
     common = std::gcd(common, w);
   }

@@ -17,6 +17,7 @@
 #include "llvm/ADT/StringRef.h"
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -38,10 +39,9 @@ struct ClusterLink {
 class Cluster {
 public:
   const std::vector<ClusterDevice> &devices() const { return devices_; }
-  // The link from device a to device b (a != b).
-  const ClusterLink &link(size_t a, size_t b) const {
-    return links_[a * devices_.size() + b];
-  }
+  // The link from device a to device b (a != b): the one listed, else the
+  // default link.
+  ClusterLink link(size_t a, size_t b) const;
 
   // Parses `text` (named `file` in errors); null with `error` set to
   // "FILE: devices[2]: 'tflops' must be a number > 0, got ...".
@@ -52,7 +52,11 @@ public:
 
 private:
   std::vector<ClusterDevice> devices_;
-  std::vector<ClusterLink> links_; // n * n, the diagonal unused
+  // Only the links the file lists (by (from, to), both ways unless the
+  // other way is listed too), and the default: a cluster of thousands of
+  // devices lists few of its millions of pairs.
+  std::map<std::pair<size_t, size_t>, ClusterLink> links_;
+  std::optional<ClusterLink> defaultLink_;
 };
 
 // "" when `cluster` has one device per device of `mesh`, else why not

@@ -302,3 +302,61 @@ TEST_CASE("cluster: dp weights reduce to the rows they give") {
   CHECK(rowWeights(axisOf("dp=2[49,1]"), 8) == V{49, 1});
   CHECK(rowWeights(axisOf("dp=2"), 8).empty());
 }
+
+TEST_CASE("cluster: thousands of devices are counted first, links kept "
+          "sparse, and every pair without a link is named") {
+  auto devicesText = [](size_t n) {
+    std::string text = "{\"devices\": [";
+    for (size_t i = 0; i < n; ++i)
+      text += std::string(i ? ", " : "") +
+              "{\"tflops\": 100, \"memory_gib\": 80, \"bandwidth_gbs\": 2000}";
+    return text + "]";
+  };
+  std::string error;
+  std::string link = ", \"default_link\": {\"gbps\": 100, \"latency_us\": 5}}";
+  // More devices than a mesh can have: refused before any is read.
+  CHECK(!Cluster::parse("big.json", devicesText(14000) + link, error));
+  CHECK(error == "big.json: 14000 devices: a mesh has at most 4096");
+  // The largest mesh's cluster: links from the default, none laid out.
+  auto largest = Cluster::parse("c.json", devicesText(4096) + link, error);
+  REQUIRE(largest);
+  CHECK(largest->devices().size() == 4096);
+  CHECK(largest->link(0, 4095).bytesPerSecond == doctest::Approx(100e9));
+  CHECK(largest->link(4095, 17).latencySeconds == doctest::Approx(5e-6));
+  // Without a default every pair needs a link: the first one missing.
+  std::string chain = devicesText(3) +
+                      ", \"links\": [{\"from\": 0, \"to\": "
+                      "1, \"gbps\": 1, \"latency_us\": 1}, {\"from\": 2, "
+                      "\"to\": 1, \"gbps\": 2, \"latency_us\": 1}]}";
+  CHECK(!Cluster::parse("c.json", chain, error));
+  CHECK(error == "c.json: no link between devices 0 and 2: list it in "
+                 "\"links\" or give \"default_link\"");
+  // A link listed one way goes both ways, unless the other way is listed.
+  std::string twoWays = devicesText(2) +
+                        ", \"links\": [{\"from\": 0, \"to\": 1, \"gbps\": "
+                        "1, \"latency_us\": 1}, {\"from\": 1, \"to\": 0, "
+                        "\"gbps\": 3, \"latency_us\": 1}]}";
+  auto both = Cluster::parse("c.json", twoWays, error);
+  REQUIRE(both);
+  CHECK(both->link(0, 1).bytesPerSecond == doctest::Approx(1e9));
+  CHECK(both->link(1, 0).bytesPerSecond == doctest::Approx(3e9));
+}
+
+TEST_CASE("cluster: dp shares of devices a quintillion times apart keep "
+          "their order") {
+  std::string error;
+  auto cluster = Cluster::parse("c.json", R"({"devices": [
+      {"name": "fast", "tflops": 1e20, "memory_gib": 80, "bandwidth_gbs": 3000},
+      {"name": "slow", "tflops": 1e-2, "memory_gib": 80, "bandwidth_gbs": 3000}],
+      "default_link": {"gbps": 100, "latency_us": 1}})",
+                                error);
+  REQUIRE(cluster);
+  auto seconds = [](const ClusterDevice &d) { return 1e12 / d.flopsPerSecond; };
+  auto mesh =
+      weightDataAxis(*ir::Mesh::parse("dp=2", error), *cluster, seconds, error);
+  REQUIRE(mesh);
+  const ir::MeshAxis &dp = *mesh->findAxis(ir::kDataAxis);
+  REQUIRE(dp.weights.size() == 2);
+  CHECK(dp.weights[0] > dp.weights[1]);
+  CHECK(dp.weights[1] >= 1);
+}
