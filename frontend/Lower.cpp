@@ -359,6 +359,7 @@ void Lowerer::lowerRepeat(const Stmt &s, Frame &frame) {
     return;
   }
   std::string prefix = qualify(frame, s.repeatName);
+  module_->repeatLocs()[prefix] = s.count->loc;
   auto [firstUse, fresh] = repeatNames_.insert({prefix, s.repeatNameLoc});
   if (auto instance = instancePaths_.find(prefix);
       fresh && instance != instancePaths_.end()) {

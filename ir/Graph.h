@@ -16,6 +16,7 @@
 
 #include <functional>
 #include <list>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -248,11 +249,18 @@ public:
   // Module-level settings (for example the model file's train section).
   Attrs &attrs() { return attrs_; }
   const Attrs &attrs() const { return attrs_; }
+  // Where the frontend found each `repeat`, by the prefix of its copies'
+  // scopes ("blocks" for blocks.0, blocks.1, ...): its count, for messages
+  // about a model's layers (a pipeline with more stages than layers). Not
+  // part of the IR's text: a module parsed from text has none.
+  std::map<std::string, Loc> &repeatLocs() { return repeatLocs_; }
+  const std::map<std::string, Loc> &repeatLocs() const { return repeatLocs_; }
 
 private:
   std::string name_;
   Attrs attrs_;
   Graph graph_;
+  std::map<std::string, Loc> repeatLocs_;
 };
 
 } // namespace mgc::ir

@@ -305,10 +305,21 @@ LogicalResult buildPipelinePart(MeshStep &step, const ir::Module &model,
                        ? " with --virtual-stages " + std::to_string(pc.chunks)
                        : std::string()) +
                   ", or a larger repeat count";
-    diag.error("model '" + model.name() + "' has " + std::to_string(layers) +
-               " layers (repeat iterations) for " + std::to_string(stages) +
-               (pc.chunks > 1 ? " virtual" : "") +
-               " pipeline stages: each stage needs at least one; " + fix);
+    // At the repeat's count, where the fix goes, when the frontend said
+    // where it was.
+    Loc at;
+    if (!part->layers.empty()) {
+      llvm::StringRef prefix =
+          llvm::StringRef(part->layers.front()).rsplit('.').first;
+      auto it = model.repeatLocs().find(prefix.str());
+      if (it != model.repeatLocs().end())
+        at = it->second;
+    }
+    diag.error(at,
+               "model '" + model.name() + "' has " + std::to_string(layers) +
+                   " layers (repeat iterations) for " + std::to_string(stages) +
+                   (pc.chunks > 1 ? " virtual" : "") +
+                   " pipeline stages: each stage needs at least one; " + fix);
     return failure();
   }
   std::optional<passes::Cluster> cluster;
