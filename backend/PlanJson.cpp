@@ -133,6 +133,7 @@ void printPlanJson(const PlanReport &r, llvm::raw_ostream &os) {
   size_t collectives = r.numCollectives();
   Object summary{
       {"collectives", static_cast<int64_t>(collectives)},
+      {"one_device_collectives", static_cast<int64_t>(r.oneDeviceCollectives)},
       {"local_splits", static_cast<int64_t>(r.comms.size() - collectives)},
       {"comm_bytes_per_device_per_step", bytes(r.maxCommBytesPerDevice())},
       {"max_total_bytes", bytes(r.maxTotalBytes())}};

@@ -128,7 +128,11 @@ void printComms(const PlanReport &r, llvm::raw_ostream &os) {
   if (collectives != r.comms.size())
     os << ", "
        << plural(r.comms.size() - collectives, "local split", "local splits");
-  os << " (bytes: sent per device per step, ring estimates)\n";
+  os << " (bytes: sent per device per step, ring estimates)";
+  if (r.oneDeviceCollectives)
+    os << "; " << plural(r.oneDeviceCollectives, "collective", "collectives")
+       << " over an axis of one device, which move nothing, not listed";
+  os << "\n";
   if (r.comms.empty())
     return;
   Table t({"#", "op", "kind", "axis", "change", "phase", "stream",
@@ -164,9 +168,10 @@ void printMemory(const PlanReport &r, llvm::raw_ostream &os) {
 
 void printPlan(const PlanReport &r, llvm::raw_ostream &os) {
   std::string mesh = r.mesh.str();
-  os << "Plan of @" << r.moduleName << " on mesh "
-     << (mesh.empty() ? "(none)" : mesh) << ": "
-     << plural(r.mesh.numDevices(), "device", "devices")
+  os << "Plan of @" << r.moduleName
+     << (r.mesh.isTrivial() ? " on one device (mesh " : " on mesh ")
+     << (mesh.empty() ? "(none)" : mesh) << (r.mesh.isTrivial() ? ")" : "")
+     << ": " << plural(r.mesh.numDevices(), "device", "devices")
      << (r.devicesAre.empty() ? "" : " (" + r.devicesAre + ")") << ", "
      << plural(r.numPrograms, "program", "programs") << "\n\n";
   printParams(r, os);

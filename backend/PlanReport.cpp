@@ -554,6 +554,11 @@ void addComms(PlanReport &r, const ir::Module &sharded) {
       r.notes.push_back(where + " is on axis '" + c.axis +
                         "', which the mesh " + r.mesh.str() + " does not have");
     c.groupSize = axis ? axis->size : 1;
+    // A collective over one device moves nothing: counted, not listed.
+    if (axis && axis->size == 1 && c.collective) {
+      ++r.oneDeviceCollectives;
+      continue;
+    }
 
     c.updateOf = facts.updateOf(op.result());
     if (c.updateOf.empty() && c.phase != PlanPhase::Forward && c.collective)

@@ -92,6 +92,10 @@ struct PlanReport {
   size_t numPrograms = 0;
   std::vector<PlanParam> params;
   std::vector<PlanComm> comms; // in step order
+  // Collectives over an axis of one device (a pipeline's stage mesh of one
+  // device keeps its dp axis of size 1): they move nothing and are left
+  // out of `comms`.
+  size_t oneDeviceCollectives = 0;
   std::vector<PlanDeviceMemory> devices;
   // What the mesh's devices are when they are not the run's own (the
   // micro-batch devices of gradient accumulation), for the title: empty

@@ -90,7 +90,9 @@ struct DeviceOptimizer {
   size_t collectives = 0;
 };
 
-std::vector<DeviceOptimizer> deviceOptimizers(const PipelinePart &part) {
+// Per pipeline device, what device `stageDevice` of its stage mesh holds.
+std::vector<DeviceOptimizer> deviceOptimizers(const PipelinePart &part,
+                                              int64_t stageDevice = 0) {
   const passes::ApplySplit &cut = part.applySplit;
   std::vector<DeviceOptimizer> out(static_cast<size_t>(cut.devices));
   for (int64_t d = 0; d < cut.devices; ++d) {
@@ -99,9 +101,10 @@ std::vector<DeviceOptimizer> deviceOptimizers(const PipelinePart &part) {
     for (const MeshPart *p : {&part.applyGather[d], &part.applyUpdate[d]}) {
       if (!p->logical)
         continue;
-      for (const auto &op : p->programs.programFor(0).graph().ops())
+      const ir::Module &program = p->programs.programFor(stageDevice);
+      for (const auto &op : program.graph().ops())
         o.collectives += op->info().has(ir::kCollective);
-      for (const auto &arg : p->programs.programFor(0).graph().arguments()) {
+      for (const auto &arg : program.graph().arguments()) {
         if (!arg->isPersistent() || !seen.insert(arg->name()).second)
           continue;
         bool param = arg->kind() == ir::ValueKind::Param;
@@ -119,6 +122,48 @@ std::vector<DeviceOptimizer> deviceOptimizers(const PipelinePart &part) {
 }
 
 } // namespace
+
+// The collectives of stage s's programs among the devices of its stage
+// mesh (tp's all-reduces, dp's): per phase, how many of each kind on each
+// axis and the bytes of the values they take, "F: 2 all_reduce on tp
+// (4.0 KiB); B: ..."; "" when there are none.
+static std::string stageCollectives(const passes::PipelineSplit &split,
+                                    int64_t s) {
+  std::string out;
+  const auto &programs = split.programs[static_cast<size_t>(s)];
+  for (size_t p = 0; p < programs.size(); ++p) {
+    if (!programs[p])
+      continue;
+    std::map<std::pair<std::string, std::string>, std::pair<int, uint64_t>>
+        counted; // (kind, axis) -> (ops, bytes)
+    for (const auto &op : programs[p]->graph().ops()) {
+      if (!ir::opInfo(op->kind()).has(ir::kCollective) ||
+          op->operands().empty())
+        continue;
+      auto &[n, bytes] =
+          counted[{ir::opName(op->kind()).str(),
+                   op->attrs().has("axis") ? op->attrs().getString("axis")
+                                           : std::string("?")}];
+      ++n;
+      bytes += static_cast<uint64_t>(op->operands()[0]->type().size()) *
+               ir::dtypeBytes(op->operands()[0]->type().dtype);
+    }
+    if (counted.empty())
+      continue;
+    out +=
+        std::string(out.empty() ? "" : "; ") +
+        passes::phaseName(static_cast<passes::Phase>(p), split.splitBackward) +
+        ":";
+    bool first = true;
+    for (const auto &[key, value] : counted) {
+      out += std::string(first ? " " : ", ") + std::to_string(value.first) +
+             " " + key.first + " on " + key.second + " (" +
+             backend::formatBytes(value.second) + ")";
+      first = false;
+    }
+  }
+  return out;
+}
 
 void printPipelinePlan(const PipelinePart &part, llvm::raw_ostream &os) {
   const passes::Schedule &schedule = part.schedule;
@@ -155,6 +200,10 @@ void printPipelinePlan(const PipelinePart &part, llvm::raw_ostream &os) {
     os << "; memory peak "
        << backend::formatBytes(static_cast<uint64_t>(part.memoryPeak[s]))
        << " (" << part.inFlight[s] << " micro-batches in flight)\n";
+    std::string comms = stageCollectives(split, s);
+    if (!comms.empty())
+      os << "    collectives per micro-batch (device 0 of its stage mesh): "
+         << comms << "\n";
     if (part.balanced) {
       const passes::StagePlan &plan = *part.balanced;
       // Compute and link time apart: a forward that sends its activation
@@ -231,6 +280,30 @@ void printPipelinePlan(const PipelinePart &part, llvm::raw_ostream &os) {
        << backend::formatBytes(o.stateBytes) << ", " << o.collectives
        << " collectives; gives " << o.shared << " values ("
        << backend::formatBytes(o.sharedBytes) << ")\n";
+  }
+
+  // Every device of the whole mesh: a stage mesh's devices hold different
+  // parts (tp, ZeRO).
+  int64_t perStage = part.stageMesh.numDevices();
+  if (perStage > 1) {
+    os << "\nParameters and optimizer state per device of the whole mesh "
+          "(pp outermost):\n";
+    std::vector<std::vector<DeviceOptimizer>> held; // [d][p]
+    for (int64_t d = 0; d < perStage; ++d)
+      held.push_back(deviceOptimizers(part, d));
+    for (size_t p = 0; p < held.front().size(); ++p)
+      for (int64_t d = 0; d < perStage; ++d) {
+        llvm::SmallVector<int64_t, 4> coords = part.stageMesh.coords(d);
+        std::string at;
+        for (size_t a = 0; a < coords.size(); ++a)
+          at += "," + part.stageMesh.axes()[a].name + "=" +
+                std::to_string(coords[a]);
+        const DeviceOptimizer &o = held[static_cast<size_t>(d)][p];
+        os << "  device " << static_cast<int64_t>(p) * perStage + d
+           << " (pp=" << p << at << "): " << o.parameters << " parameters ("
+           << backend::formatBytes(o.parameterBytes) << "), optimizer state "
+           << backend::formatBytes(o.stateBytes) << "\n";
+      }
   }
 
   os << "\nSchedule (proved free of deadlock):\n"
