@@ -3,6 +3,7 @@
 #include "backend/PlanReport.h"
 
 #include <numeric>
+#include <optional>
 #include <set>
 
 namespace mgc::session {
@@ -44,17 +45,52 @@ tpDivides(const ir::Module &logical, const backend::PlanReport &report) {
 
 } // namespace
 
-std::vector<std::string> planWarnings(const MeshStep &step) {
+// The plan report of the part that runs the forward and backward: the
+// micro-batch part with accumulation or a pipeline.
+static const MeshPart &workPart(const MeshStep &step) {
+  return step.micro.programs.programs.empty() ? step.step : step.micro;
+}
+static backend::PlanReport workReport(const MeshStep &step) {
+  const MeshPart &part = workPart(step);
+  return backend::buildPlanReport(step.logicalOf(part), part.programs, {});
+}
+
+// The most bytes a device sends per step in the report's collectives.
+static uint64_t sentPerDevice(const backend::PlanReport &report) {
+  uint64_t sum = 0;
+  for (const backend::PlanComm &c : report.comms)
+    if (c.collective)
+      sum += c.maxBytes();
+  return sum;
+}
+
+// What each device sends per step in the plan of `config` with a tp axis
+// of size `tp`, if it builds.
+static std::optional<uint64_t> sentWithTp(const ir::Module &model,
+                                          MeshConfig config, int64_t tp) {
+  std::vector<ir::MeshAxis> axes(config.mesh.axes().begin(),
+                                 config.mesh.axes().end());
+  for (ir::MeshAxis &a : axes)
+    if (a.name == ir::kTensorAxis)
+      a.size = tp;
+  config.mesh = ir::Mesh(std::move(axes));
+  std::string text;
+  llvm::raw_string_ostream quiet(text);
+  DiagnosticEngine diag(quiet);
+  auto other = buildMeshStep(model, config, diag);
+  if (other.failed())
+    return std::nullopt;
+  return sentPerDevice(workReport(*other));
+}
+
+std::vector<std::string> planWarnings(const MeshStep &step,
+                                      const ir::Module &model,
+                                      const MeshConfig &config) {
   const ir::MeshAxis *tp = step.mesh.findAxis(ir::kTensorAxis);
   if (!tp || tp->size <= 1)
     return {};
-  // The part that runs the forward and backward: the micro-batch part
-  // with accumulation or a pipeline.
-  const MeshPart &part =
-      step.micro.programs.programs.empty() ? step.step : step.micro;
-  const ir::Module &logical = step.logicalOf(part);
-  backend::PlanReport report =
-      backend::buildPlanReport(logical, part.programs, {});
+  const ir::Module &logical = step.logicalOf(workPart(step));
+  backend::PlanReport report = workReport(step);
   std::string mesh = "tp=" + std::to_string(tp->size);
   bool anySplit = false;
   for (const backend::PlanParam &p : report.params)
@@ -114,9 +150,13 @@ std::vector<std::string> planWarnings(const MeshStep &step) {
       best = t;
       break;
     }
-  if (best > 1)
+  if (best > 1) {
     text += "; tp=" + std::to_string(best) +
             " divides the heads and every split dimension";
+    if (std::optional<uint64_t> sent = sentWithTp(model, config, best))
+      text += ": its plan sends " + backend::formatBytes(*sent) +
+              " per device per step, against " + backend::formatBytes(allBytes);
+  }
   return {text};
 }
 

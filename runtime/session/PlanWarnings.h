@@ -13,7 +13,11 @@
 namespace mgc::session {
 
 // One line per finding, without a "warning:" prefix; none for a plan that
-// fits.
-std::vector<std::string> planWarnings(const MeshStep &step);
+// fits. `step` was built from `model` for `config`; a tp that does not fit
+// is compared with the plan of the largest tp that does (built the same
+// way), by the bytes each device sends per step.
+std::vector<std::string> planWarnings(const MeshStep &step,
+                                      const ir::Module &model,
+                                      const MeshConfig &config);
 
 } // namespace mgc::session

@@ -295,7 +295,7 @@ Session::create(const std::string &path, const SessionOptions &options) {
                 failed(session::checkSamePlan(*meshStep, impl->processes,
                                               options, diag)))
               return c.status();
-            impl->warnings = session::planWarnings(*meshStep);
+            impl->warnings = session::planWarnings(*meshStep, *module, *config);
             auto devices =
                 session::meshDevices(options, *onCuda, impl->processes, diag);
             if (devices.failed())

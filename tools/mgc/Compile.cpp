@@ -210,7 +210,7 @@ static int compileForMesh(const ir::Module &module, const MeshChoice &mesh,
     return kUserError;
   if (failed(session::checkMeshStepRunsOnTarget(*step, diag)))
     return kUserError;
-  for (const std::string &w : session::planWarnings(*step))
+  for (const std::string &w : session::planWarnings(*step, module, *config))
     llvm::errs() << "mgc compile: warning: " << w << "\n";
   ir::PrintOptions print;
   print.locations = args.has("--locations");
