@@ -103,32 +103,23 @@ int usageError(const std::string &message) {
 }
 
 // Warns when the run goes on past the end of its decaying learning-rate
-// schedule (train.decay_steps, or a compiled executable's train.steps):
-// the steps after it train at the final rate.
-void warnPastSchedule(const ModelFacts &facts,
-                      const std::map<std::string, std::string> &train,
-                      int64_t steps) {
-  auto setting = [&](const char *key, const std::string &fromModel) {
-    auto it = train.find(key);
-    return it != train.end() ? it->second : fromModel;
-  };
-  std::string schedule = setting("schedule", facts.trainSchedule);
-  if (schedule.empty() || schedule == "constant")
+// schedule (its horizon: train.decay_steps, or a compiled executable's
+// train.steps): the steps after it train at the final rate.
+void warnPastSchedule(const Session &s, bool compiled, int64_t steps) {
+  auto config = SessionInternals::optimizer(s);
+  if (!config || config->schedule == passes::LRScheduleKind::Constant)
     return;
-  std::optional<int64_t> horizon = facts.trainDecaySteps;
-  const char *key = "train.decay_steps";
-  if (int64_t n = 0;
-      train.count("decay_steps") && parseInt(train.at("decay_steps"), 1, n))
-    horizon = n;
-  if (!horizon && facts.compiled) {
-    horizon = facts.trainSteps;
-    key = "train.steps, fixed in the compiled model";
-  }
-  if (horizon && steps > *horizon)
-    llvm::errs() << "mgc run: warning: the " << schedule
-                 << " learning-rate schedule ends at step " << *horizon << " ("
-                 << key << "): steps " << *horizon + 1 << " to " << steps
-                 << " train at its final rate (train.min_lr)\n";
+  int64_t horizon = config->horizon();
+  if (horizon <= 0 || steps <= horizon)
+    return;
+  const char *key = config->decaySteps > 0 ? "train.decay_steps"
+                    : compiled ? "train.steps, fixed in the compiled model"
+                               : "train.steps";
+  llvm::errs() << "mgc run: warning: the "
+               << passes::scheduleName(config->schedule)
+               << " learning-rate schedule ends at step " << horizon << " ("
+               << key << "): steps " << horizon + 1 << " to " << steps
+               << " train at its final rate (train.min_lr)\n";
 }
 
 } // namespace
@@ -328,7 +319,7 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
   // Rank 0 speaks for the job: progress, the summary and the JSON log.
   bool speaker = s.rank() == 0;
   if (speaker) {
-    warnPastSchedule(facts, options.train, steps);
+    warnPastSchedule(s, facts.compiled, steps);
     for (const std::string &w : s.warnings())
       llvm::errs() << "mgc run: warning: " << w << "\n";
   }

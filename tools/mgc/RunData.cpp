@@ -142,16 +142,12 @@ ModelFacts inspectModel(const std::string &path,
     facts.trainSteps = static_cast<int64_t>(*steps);
   if (auto seed = number("train.seed"); seed && *seed >= 0 && *seed < 1.8e19)
     facts.trainSeed = static_cast<uint64_t>(*seed);
-  if (auto steps = number("train.decay_steps");
-      steps && *steps >= 1 && *steps < 9e15)
-    facts.trainDecaySteps = static_cast<int64_t>(*steps);
   auto word = [&](llvm::StringRef key) {
     const ir::AttrValue *v = m.attrs().find(key);
     const std::string *s = v ? std::get_if<std::string>(v) : nullptr;
     return s ? *s : std::string();
   };
   facts.trainPrecision = word("train.precision");
-  facts.trainSchedule = word("train.schedule");
   facts.compiled = exe != nullptr;
   return facts;
 }

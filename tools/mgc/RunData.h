@@ -27,10 +27,7 @@ struct ModelFacts {
   std::optional<uint64_t> trainSeed;
   // The train section's precision ("fp32", "bf16"), empty when unset.
   std::string trainPrecision;
-  // The train section's schedule (empty when unset) and decay_steps; and
-  // whether the model is a compiled executable (its schedule is fixed).
-  std::string trainSchedule;
-  std::optional<int64_t> trainDecaySteps;
+  // Whether the model is a compiled executable (its schedule is fixed).
   bool compiled = false;
   // Whether the model was read, and what there is to train: a loss output
   // and parameters (for .mgx: a training step).
