@@ -42,6 +42,18 @@ TEST_CASE("options in every accepted form") {
   CHECK(b->get("--emit") == "ir");
 }
 
+TEST_CASE("list options come back as owned pieces, however long") {
+  std::string error;
+  // Longer than a string's inline buffer: pieces of a temporary would
+  // point into freed memory.
+  auto a = parse({"m.mg", "-o", "15496, 11,616,1438 ,318,,50256"}, error);
+  REQUIRE(a);
+  std::vector<std::string> pieces = a->getList("-o");
+  CHECK(pieces == std::vector<std::string>{"15496", "11", "616", "1438", "318",
+                                           "", "50256"});
+  CHECK(a->getList("--emit") == std::vector<std::string>{""});
+}
+
 TEST_CASE("usage errors name the flag") {
   std::string error;
   CHECK(!parse({"m.mg", "--frob"}, error));

@@ -53,14 +53,12 @@ std::string readPrompt(const ParsedArgs &args, std::vector<int64_t> &ids) {
     for (unsigned char byte : args.get("--prompt"))
       ids.push_back(byte);
   } else {
-    llvm::SmallVector<llvm::StringRef, 16> parts;
-    llvm::StringRef(args.get("--prompt-tokens")).split(parts, ',');
-    for (llvm::StringRef part : parts) {
+    for (const std::string &part : args.getList("--prompt-tokens")) {
       int64_t id;
-      if (!parseInt(part.trim().str(), 0, id) || id > INT32_MAX)
+      if (!parseInt(part, 0, id) || id > INT32_MAX)
         return "--prompt-tokens expects token ids >= 0 separated by commas, "
                "got '" +
-               part.str() + "'";
+               part + "'";
       ids.push_back(id);
     }
   }

@@ -102,8 +102,7 @@ std::optional<MeshChoice> parseMeshChoice(const ParsedArgs &args,
     if (!dp)
       return usage("--dp-weights needs a mesh with a dp axis (--mesh or "
                    "--devices)");
-    llvm::SmallVector<llvm::StringRef, 8> parts;
-    llvm::StringRef(args.get("--dp-weights")).split(parts, ',');
+    std::vector<std::string> parts = args.getList("--dp-weights");
     if (static_cast<int64_t>(parts.size()) != dp->size)
       return usage("--dp-weights has " + std::to_string(parts.size()) +
                    " weights for dp=" + std::to_string(dp->size) +
@@ -113,11 +112,11 @@ std::optional<MeshChoice> parseMeshChoice(const ParsedArgs &args,
     for (ir::MeshAxis &a : axes)
       if (a.name == ir::kDataAxis) {
         a.weights.clear();
-        for (llvm::StringRef p : parts) {
+        for (const std::string &p : parts) {
           int64_t w = 0;
-          if (p.trim().getAsInteger(10, w) || w < 1 || w > 1000000)
-            return usage("--dp-weights expects positive integers, got '" +
-                         p.trim().str() + "'");
+          if (llvm::StringRef(p).getAsInteger(10, w) || w < 1 || w > 1000000)
+            return usage("--dp-weights expects positive integers, got '" + p +
+                         "'");
           a.weights.push_back(w);
         }
         if (ir::allEqual(a.weights))

@@ -13,6 +13,17 @@ std::string ParsedArgs::get(llvm::StringRef name,
   return it->second.back();
 }
 
+std::vector<std::string> ParsedArgs::getList(llvm::StringRef name,
+                                             char separator) const {
+  std::string value = get(name);
+  llvm::SmallVector<llvm::StringRef, 16> parts;
+  llvm::StringRef(value).split(parts, separator);
+  std::vector<std::string> out;
+  for (llvm::StringRef part : parts)
+    out.push_back(part.trim().str());
+  return out;
+}
+
 std::vector<std::string> ParsedArgs::getAll(llvm::StringRef name) const {
   auto it = values_.find(name.str());
   return it == values_.end() ? std::vector<std::string>{} : it->second;

@@ -49,6 +49,10 @@ public:
   std::string get(llvm::StringRef name, llvm::StringRef fallback = "") const;
   // Every value given for a repeatable option, in order.
   std::vector<std::string> getAll(llvm::StringRef name) const;
+  // The last value of a list option split at `separator`, each piece
+  // trimmed and owned (pieces of get()'s temporary string would dangle).
+  std::vector<std::string> getList(llvm::StringRef name,
+                                   char separator = ',') const;
   void add(const std::string &name, std::string value) {
     values_[name].push_back(std::move(value));
   }
