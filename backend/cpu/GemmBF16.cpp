@@ -36,7 +36,8 @@ void packRows(const BF16Matrix &a, int64_t m, int64_t k,
               std::vector<uint32_t> &packed) {
   int64_t pairs = pairsOf(k), rows = (m + kRows - 1) / kRows * kRows;
   packed.assign(static_cast<size_t>(rows * pairs), 0);
-  for (int64_t i = 0; i < m; ++i) {
+  // Without a k the rows are empty (and `a.data` may be null).
+  for (int64_t i = 0; i < m && k > 0; ++i) {
     uint32_t *out = packed.data() + i * pairs;
     if (!a.transposed) { // a row's pairs are next to each other
       std::memcpy(out, a.data + i * a.ld, static_cast<size_t>(k) * 2);
