@@ -25,8 +25,12 @@ enum OpTrait : unsigned {
   kCommutative = 1u << 1,
   kStochastic = 1u << 2, // depends on a seed (never merged by CSE unless equal)
   kReduction = 1u << 3,
-  kInternal = 1u << 4, // created by passes, not written in the language
+  kInternal = 1u << 4,   // created by passes, not written in the language
   kCollective = 1u << 5, // communicates over a mesh axis (the comm queue)
+  // Its result jumps or kinks where its operands cross a value (relu at 0,
+  // max where two elements tie): an operand within rounding of that point
+  // can take the other branch in another float order.
+  kBranches = 1u << 6,
 };
 
 // The operands of an op as the shape rule sees them.

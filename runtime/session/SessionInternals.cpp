@@ -68,19 +68,8 @@ std::vector<std::string> SessionInternals::branchOps(const Session &session) {
   std::set<std::string> names;
   if (model)
     for (const auto &op : model->graph().ops())
-      switch (op->kind()) {
-      case ir::OpKind::Relu:
-      case ir::OpKind::Max:
-      case ir::OpKind::Minimum:
-      case ir::OpKind::Maximum:
-      case ir::OpKind::Abs:
-      case ir::OpKind::Sign:
-      case ir::OpKind::Where:
+      if (op->info().has(ir::kBranches))
         names.insert(ir::opName(op->kind()).str());
-        break;
-      default:
-        break;
-      }
   return {names.begin(), names.end()};
 }
 

@@ -35,8 +35,8 @@ struct SessionInternals {
   // the session's overrides); an error for a session without a step.
   static Result<passes::OptimizerConfig> optimizer(const Session &session);
   // The ops of the model (as written) whose result branches on its
-  // operands' values (relu, max, minimum, maximum, abs, sign, where), by
-  // name, sorted; none for a smooth model.
+  // operands' values (ir::kBranches: relu, max, minimum, maximum, abs,
+  // sign, where), by name, sorted; none for a smooth model.
   static std::vector<std::string> branchOps(const Session &session);
 };
 
