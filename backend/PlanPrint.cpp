@@ -95,14 +95,6 @@ std::string bytesText(const PlanComm &c) {
   return formatBytes(*lo) + " - " + formatBytes(*hi);
 }
 
-std::string coordsText(const ir::Mesh &mesh, int64_t device) {
-  llvm::SmallVector<int64_t, 4> c = mesh.coords(device);
-  std::string s;
-  for (size_t i = 0; i < mesh.axes().size(); ++i)
-    s += (i ? "," : "") + mesh.axes()[i].name + "=" + std::to_string(c[i]);
-  return s.empty() ? "-" : s;
-}
-
 std::string plural(size_t n, llvm::StringRef one, llvm::StringRef many) {
   return std::to_string(n) + " " + (n == 1 ? one : many).str();
 }
@@ -165,6 +157,14 @@ void printMemory(const PlanReport &r, llvm::raw_ostream &os) {
 }
 
 } // namespace
+
+std::string coordsText(const ir::Mesh &mesh, int64_t device) {
+  llvm::SmallVector<int64_t, 4> c = mesh.coords(device);
+  std::string s;
+  for (size_t i = 0; i < mesh.axes().size(); ++i)
+    s += (i ? "," : "") + mesh.axes()[i].name + "=" + std::to_string(c[i]);
+  return s.empty() ? "-" : s;
+}
 
 void printPlan(const PlanReport &r, llvm::raw_ostream &os) {
   std::string mesh = r.mesh.str();

@@ -134,6 +134,9 @@ uint64_t commBytes(ir::OpKind kind, int64_t n, uint64_t operandBytes,
 // binary units with one decimal.
 std::string formatBytes(uint64_t bytes);
 
+// "dp=0,tp=1": the coordinates of `device` on `mesh`; "-" without axes.
+std::string coordsText(const ir::Mesh &mesh, int64_t device);
+
 // "0-3,6,8,9": device numbers, runs of three or more joined by a dash.
 std::string formatDeviceList(llvm::ArrayRef<int64_t> devices);
 

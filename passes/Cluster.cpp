@@ -119,9 +119,7 @@ Cluster::parse(llvm::StringRef file, llvm::StringRef text, std::string &error) {
     dev.bytesPerSecond = gbs * 1e9;
     c.devices_.push_back(std::move(dev));
   }
-  // Per device, the devices it has a listed link with (either way); and
-  // the links listed as such (not taken from the other way).
-  std::vector<std::vector<size_t>> linked(n);
+  // The links listed as such (not taken from the other way).
   std::set<std::pair<size_t, size_t>> listed;
   if (const llvm::json::Array *links = root->getArray("links"))
     for (size_t i = 0; i < links->size(); ++i) {
@@ -150,8 +148,6 @@ Cluster::parse(llvm::StringRef file, llvm::StringRef text, std::string &error) {
       listed.insert({a, b});
       if (!listed.count({b, a}))
         c.links_[{b, a}] = link;
-      linked[a].push_back(b);
-      linked[b].push_back(a);
     }
   if (const llvm::json::Object *d = root->getObject("default_link")) {
     ClusterLink fallback;
@@ -160,26 +156,22 @@ Cluster::parse(llvm::StringRef file, llvm::StringRef text, std::string &error) {
     c.defaultLink_ = fallback;
     return c;
   }
-  // Without a default every pair needs a link: the first pair without one.
-  for (size_t a = 0; a < n; ++a) {
-    std::vector<size_t> &with = linked[a];
-    std::sort(with.begin(), with.end());
-    with.erase(std::unique(with.begin(), with.end()), with.end());
-    if (with.size() + 1 == n)
-      continue;
-    // The smallest device other than `a` missing from `with` (sorted).
-    size_t b = 0;
-    for (size_t k = 0;; ++b)
-      if (b != a) {
-        if (k == with.size() || with[k] != b)
-          break;
-        ++k;
+  // Without a default every pair needs a link (links_ holds both ways of
+  // each, in order): the first pair without one.
+  auto next = c.links_.begin();
+  for (size_t a = 0; a < n; ++a)
+    for (size_t b = 0; b < n; ++b) {
+      if (a == b)
+        continue;
+      if (next != c.links_.end() && next->first == std::make_pair(a, b)) {
+        ++next;
+        continue;
       }
-    error = at + "no link between devices " + std::to_string(std::min(a, b)) +
-            " and " + std::to_string(std::max(a, b)) +
-            ": list it in \"links\" or give \"default_link\"";
-    return std::nullopt;
-  }
+      error = at + "no link between devices " + std::to_string(std::min(a, b)) +
+              " and " + std::to_string(std::max(a, b)) +
+              ": list it in \"links\" or give \"default_link\"";
+      return std::nullopt;
+    }
   return c;
 }
 

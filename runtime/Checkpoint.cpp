@@ -20,10 +20,14 @@ static bool isReservedKey(llvm::StringRef key) {
   return isChecksumKey(key);
 }
 
-static std::string checksumOf(const Tensor &t) {
-  uint64_t h = llvm::xxHash64(llvm::ArrayRef<uint8_t>(
-      reinterpret_cast<const uint8_t *>(t.data()), t.nbytes()));
-  return llvm::utohexstr(h, /*LowerCase=*/true, /*Width=*/16);
+std::string xxh64Hex(llvm::StringRef bytes) {
+  return llvm::utohexstr(llvm::xxHash64(bytes), /*LowerCase=*/true,
+                         /*Width=*/16);
+}
+
+std::string checksumOf(const Tensor &t) {
+  return xxh64Hex(
+      llvm::StringRef(reinterpret_cast<const char *>(t.data()), t.nbytes()));
 }
 
 // Every tensor has a checksum and matches it, or the file has none at all

@@ -65,6 +65,11 @@ llvm::Error saveCheckpoint(llvm::StringRef path, const Checkpoint &checkpoint);
 llvm::Expected<Checkpoint> loadCheckpoint(llvm::StringRef path,
                                           llvm::StringRef what = "checkpoint");
 
+// XXH64 (seed 0) of `bytes`, as 16 lowercase hex digits; a tensor's
+// checksum is that of its bytes as stored (ckpt_keys::ChecksumPrefix).
+std::string xxh64Hex(llvm::StringRef bytes);
+std::string checksumOf(const Tensor &t);
+
 // SHA-256 of a model's source text, as 64 lowercase hex digits.
 std::string hashModelSource(llvm::StringRef source);
 

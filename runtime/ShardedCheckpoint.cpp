@@ -9,7 +9,6 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
-#include "llvm/Support/xxhash.h"
 
 #include <algorithm>
 #include <cstring>
@@ -106,12 +105,9 @@ std::string shardPath(llvm::StringRef indexPath, int rank, int ranks,
 
 std::string shardDigest(const TensorMap &tensors) {
   std::string record;
-  for (const auto &[key, t] : tensors) {
-    llvm::StringRef bytes(reinterpret_cast<const char *>(t.data()), t.nbytes());
-    record += key + "\n" + llvm::utohexstr(llvm::xxHash64(bytes)) + "\n";
-  }
-  std::string hex = llvm::utohexstr(llvm::xxHash64(record), /*LowerCase=*/true);
-  return std::string(16 - hex.size(), '0') + hex;
+  for (const auto &[key, t] : tensors)
+    record += key + "\n" + checksumOf(t) + "\n";
+  return xxh64Hex(record);
 }
 
 llvm::Expected<std::string>

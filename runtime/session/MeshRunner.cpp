@@ -548,6 +548,11 @@ FailureOr<RunResult> MeshRunner::run(const NamedTensors &inputs,
   return out;
 }
 
+int64_t MeshRunner::rowsDevice(int64_t d, int64_t i) const {
+  return passes::microBatchDevice(step_.mesh, step_.accumulate, d,
+                                  rowsOfMicroBatch(i, fault_));
+}
+
 LogicalResult MeshRunner::runWhole(const NamedTensors &inputs,
                                    std::vector<NamedTensors> &parts,
                                    RunResult &out, DiagnosticEngine &diag,
@@ -562,10 +567,7 @@ LogicalResult MeshRunner::runWhole(const NamedTensors &inputs,
       auto microOf = [&](int64_t d) {
         return passes::microBatchDevice(s.mesh, s.accumulate, d, i);
       };
-      auto rowsOf = [&](int64_t d) {
-        return passes::microBatchDevice(s.mesh, s.accumulate, d,
-                                        rowsOfMicroBatch(i, fault_));
-      };
+      auto rowsOf = [&](int64_t d) { return rowsDevice(d, i); };
       std::vector<NamedTensors> args(n);
       if (failed(cutInputs(s.micro, rowsOf, inputs, args, diag)))
         return failure();
@@ -630,10 +632,7 @@ LogicalResult MeshRunner::runPipeline(const NamedTensors &inputs,
     auto microOf = [&](int64_t d) {
       return passes::microBatchDevice(s.mesh, s.accumulate, d, i);
     };
-    auto rowsOf = [&](int64_t d) {
-      return passes::microBatchDevice(s.mesh, s.accumulate, d,
-                                      rowsOfMicroBatch(i, fault_));
-    };
+    auto rowsOf = [&](int64_t d) { return rowsDevice(d, i); };
     cut[i].resize(n);
     if (failed(cutInputs(s.micro, rowsOf, inputs, cut[i], diag)))
       return failure();

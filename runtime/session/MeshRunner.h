@@ -170,6 +170,9 @@ private:
   // step's (its apply part's), or with a pipeline its pipeline device's
   // apply programs.
   std::vector<const ir::Graph *> heldGraphs(size_t k) const;
+  // The micro-batch device whose rows device d reads for micro-batch i:
+  // its own, unless a plan fault (fault_) repeats a micro-batch.
+  int64_t rowsDevice(int64_t d, int64_t i) const;
   // Each local device's parts of the inputs `program` (of `part`) takes, on
   // the device of `part`'s mesh given by deviceOf(placedOn(k)), added to
   // `into`.

@@ -121,14 +121,11 @@ std::vector<DeviceOptimizer> deviceOptimizers(const PipelinePart &part,
   return out;
 }
 
-} // namespace
-
 // The collectives of stage s's programs among the devices of its stage
 // mesh (tp's all-reduces, dp's): per phase, how many of each kind on each
 // axis and the bytes of the values they take, "F: 2 all_reduce on tp
 // (4.0 KiB); B: ..."; "" when there are none.
-static std::string stageCollectives(const passes::PipelineSplit &split,
-                                    int64_t s) {
+std::string stageCollectives(const passes::PipelineSplit &split, int64_t s) {
   std::string out;
   const auto &programs = split.programs[static_cast<size_t>(s)];
   for (size_t p = 0; p < programs.size(); ++p) {
@@ -137,16 +134,14 @@ static std::string stageCollectives(const passes::PipelineSplit &split,
     std::map<std::pair<std::string, std::string>, std::pair<int, uint64_t>>
         counted; // (kind, axis) -> (ops, bytes)
     for (const auto &op : programs[p]->graph().ops()) {
-      if (!ir::opInfo(op->kind()).has(ir::kCollective) ||
-          op->operands().empty())
+      if (!op->info().has(ir::kCollective) || op->operands().empty())
         continue;
       auto &[n, bytes] =
           counted[{ir::opName(op->kind()).str(),
                    op->attrs().has("axis") ? op->attrs().getString("axis")
                                            : std::string("?")}];
       ++n;
-      bytes += static_cast<uint64_t>(op->operands()[0]->type().size()) *
-               ir::dtypeBytes(op->operands()[0]->type().dtype);
+      bytes += bytesOf(op->operands()[0]->type());
     }
     if (counted.empty())
       continue;
@@ -164,6 +159,8 @@ static std::string stageCollectives(const passes::PipelineSplit &split,
   }
   return out;
 }
+
+} // namespace
 
 void printPipelinePlan(const PipelinePart &part, llvm::raw_ostream &os) {
   const passes::Schedule &schedule = part.schedule;
@@ -293,14 +290,10 @@ void printPipelinePlan(const PipelinePart &part, llvm::raw_ostream &os) {
       held.push_back(deviceOptimizers(part, d));
     for (size_t p = 0; p < held.front().size(); ++p)
       for (int64_t d = 0; d < perStage; ++d) {
-        llvm::SmallVector<int64_t, 4> coords = part.stageMesh.coords(d);
-        std::string at;
-        for (size_t a = 0; a < coords.size(); ++a)
-          at += "," + part.stageMesh.axes()[a].name + "=" +
-                std::to_string(coords[a]);
         const DeviceOptimizer &o = held[static_cast<size_t>(d)][p];
         os << "  device " << static_cast<int64_t>(p) * perStage + d
-           << " (pp=" << p << at << "): " << o.parameters << " parameters ("
+           << " (pp=" << p << "," << backend::coordsText(part.stageMesh, d)
+           << "): " << o.parameters << " parameters ("
            << backend::formatBytes(o.parameterBytes) << "), optimizer state "
            << backend::formatBytes(o.stateBytes) << "\n";
       }

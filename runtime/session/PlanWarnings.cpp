@@ -43,31 +43,20 @@ tpDivides(const ir::Module &logical, const backend::PlanReport &report) {
   return out;
 }
 
-} // namespace
-
-// The plan report of the part that runs the forward and backward: the
-// micro-batch part with accumulation or a pipeline.
-static const MeshPart &workPart(const MeshStep &step) {
+// The part that runs the forward and backward (the micro-batch part with
+// accumulation or a pipeline), and its plan report.
+const MeshPart &workPart(const MeshStep &step) {
   return step.micro.programs.programs.empty() ? step.step : step.micro;
 }
-static backend::PlanReport workReport(const MeshStep &step) {
+backend::PlanReport workReport(const MeshStep &step) {
   const MeshPart &part = workPart(step);
   return backend::buildPlanReport(step.logicalOf(part), part.programs, {});
 }
 
-// The most bytes a device sends per step in the report's collectives.
-static uint64_t sentPerDevice(const backend::PlanReport &report) {
-  uint64_t sum = 0;
-  for (const backend::PlanComm &c : report.comms)
-    if (c.collective)
-      sum += c.maxBytes();
-  return sum;
-}
-
 // What each device sends per step in the plan of `config` with a tp axis
 // of size `tp`, if it builds.
-static std::optional<uint64_t> sentWithTp(const ir::Module &model,
-                                          MeshConfig config, int64_t tp) {
+std::optional<uint64_t> sentWithTp(const ir::Module &model, MeshConfig config,
+                                   int64_t tp) {
   std::vector<ir::MeshAxis> axes(config.mesh.axes().begin(),
                                  config.mesh.axes().end());
   for (ir::MeshAxis &a : axes)
@@ -80,8 +69,10 @@ static std::optional<uint64_t> sentWithTp(const ir::Module &model,
   auto other = buildMeshStep(model, config, diag);
   if (other.failed())
     return std::nullopt;
-  return sentPerDevice(workReport(*other));
+  return workReport(*other).maxCommBytesPerDevice();
 }
+
+} // namespace
 
 std::vector<std::string> planWarnings(const MeshStep &step,
                                       const ir::Module &model,
@@ -105,13 +96,12 @@ std::vector<std::string> planWarnings(const MeshStep &step,
   // Collectives on tp that move values between splits: a plan whose hints
   // fit tp only all-reduces partial sums there.
   size_t moves = 0, collectives = 0;
-  uint64_t movedBytes = 0, allBytes = 0;
+  uint64_t movedBytes = 0, allBytes = report.maxCommBytesPerDevice();
   std::vector<std::string> params;
   for (const backend::PlanComm &c : report.comms) {
     if (!c.collective)
       continue;
     ++collectives;
-    allBytes += c.maxBytes();
     if (c.axis != ir::kTensorAxis || c.kind == ir::OpKind::AllReduce ||
         c.kind == ir::OpKind::AllReduceMax)
       continue;
