@@ -1,6 +1,7 @@
 // From .mg text to an ir::Module: lex, parse, check, lower.
 #pragma once
 
+#include "frontend/ConstEval.h"
 #include "ir/Graph.h"
 #include "support/Diagnostics.h"
 
@@ -18,6 +19,10 @@ struct CompileOptions {
   ConstOverrides defines;
   // Warn about parameters that no output depends on.
   bool warnUnused = true;
+  // Where given: filled with the file's constants as compiled (-D applied),
+  // by name, for what must agree with the model's sizes outside its graph
+  // (a Hugging Face checkpoint's config.json).
+  std::map<std::string, Number> *constantsOut = nullptr;
 };
 
 // Compiles model text. Errors and warnings go to `diag` with file, line,

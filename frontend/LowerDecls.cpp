@@ -189,6 +189,9 @@ void Lowerer::lowerConsts(const FileAST &file) {
                 "' in the model file" + suggest(name, names));
   }
   globalConsts_ = consts_;
+  if (options_.constantsOut)
+    for (const auto &[name, info] : consts_)
+      (*options_.constantsOut)[name] = info.value;
 }
 
 std::optional<TensorType> Lowerer::evalType(const TypeExpr &t) {

@@ -93,11 +93,18 @@ parseCheckpointMetadata(const StringMap &metadata, llvm::StringRef fileName) {
                                    fileName.str().c_str(), msg.str().c_str());
   };
   CheckpointInfo info;
+  // A file another library wrote (safetensors' Python writers put their
+  // framework there: "pt", "np", "flax") is tensors without a training
+  // state: none of its metadata is ours to read.
+  if (auto format = metadata.find(Format);
+      format != metadata.end() && format->second != "mgc") {
+    info.foreignFormat = format->second;
+    return info;
+  }
   for (const auto &[key, value] : metadata) {
     llvm::StringRef v = value;
     if (key == Format) {
-      if (v != "mgc")
-        return fail("metadata \"format\" is '" + v + "', not 'mgc'");
+      continue;
     } else if (key == FormatVersion) {
       int64_t version;
       if (v.getAsInteger(10, version) || version < 1)

@@ -36,6 +36,9 @@ struct CheckpointInfo {
   uint64_t seed = 0;      // the run's seed
   std::string rngState;   // opaque random-generator state ("" when unused)
   std::string sourceHash; // hash of the model source (see hashModelSource)
+  // The "format" another writer gave the file ("pt" for torch's), which
+  // then has only tensors; "" for mgc's checkpoints and files without one.
+  std::string foreignFormat;
   // Further string metadata, kept and written back as is. Keys above are
   // reserved and may not appear here.
   StringMap extra;
@@ -60,7 +63,8 @@ llvm::Error saveCheckpoint(llvm::StringRef path, const Checkpoint &checkpoint);
 
 // Reads and validates; errors name the file and what is wrong, a tensor
 // whose bytes do not match its checksum among it. A plain safetensors file
-// without mgc metadata (or checksums) loads with default info. `what` names
+// without mgc metadata (or checksums), or one whose "format" is another
+// writer's, loads with default info. `what` names
 // the file's role in errors.
 llvm::Expected<Checkpoint> loadCheckpoint(llvm::StringRef path,
                                           llvm::StringRef what = "checkpoint");

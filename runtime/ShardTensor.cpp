@@ -21,8 +21,9 @@ int64_t splitDim(const ir::Sharding &s, const ir::MeshAxis &axis,
   return p.isSplit() && p.dim >= 0 && p.dim < rank ? p.dim : -1;
 }
 
-// Elements [off, off + len) of dimension `dim`.
-Tensor cut(const Tensor &t, int64_t dim, int64_t off, int64_t len) {
+} // namespace
+
+Tensor cutTensor(const Tensor &t, int64_t dim, int64_t off, int64_t len) {
   ir::TensorType type = t.type();
   type.shape[dim] = len;
   Tensor out(type);
@@ -31,8 +32,7 @@ Tensor cut(const Tensor &t, int64_t dim, int64_t off, int64_t len) {
   return out;
 }
 
-// The parts joined along `dim`, in order.
-Tensor join(llvm::ArrayRef<Tensor> parts, int64_t dim) {
+Tensor joinTensors(llvm::ArrayRef<Tensor> parts, int64_t dim) {
   ir::TensorType type = parts.front().type();
   type.shape[dim] = 0;
   for (const Tensor &p : parts)
@@ -47,8 +47,6 @@ Tensor join(llvm::ArrayRef<Tensor> parts, int64_t dim) {
   }
   return out;
 }
-
-} // namespace
 
 Tensor sumTensors(llvm::ArrayRef<Tensor> parts) {
   Tensor out(parts.front().type());
@@ -143,8 +141,8 @@ Tensor shardTensor(const Tensor &logical, const ir::Sharding &sharding,
     if (d < 0)
       continue;
     int64_t n = t.shape()[d];
-    t = cut(t, d, ir::splitOffset(n, axis, coords[a]),
-            ir::splitSizes(n, axis)[coords[a]]);
+    t = cutTensor(t, d, ir::splitOffset(n, axis, coords[a]),
+                  ir::splitSizes(n, axis)[coords[a]]);
   }
   return zero ? Tensor(t.type()) : t;
 }
@@ -195,7 +193,7 @@ bool unshardTensor(llvm::ArrayRef<Tensor> parts, const ir::Sharding &sharding,
         break; // replicated: coordinate 0 stands for all
     }
     if (d >= 0)
-      return join(subs, d);
+      return joinTensors(subs, d);
     if (partial)
       return sumTensors(subs);
     return std::move(subs.front());

@@ -46,4 +46,9 @@ bool partIsRead(const ir::Sharding &sharding, const ir::Mesh &mesh,
 // their own type, bf16 and f16 in f32 rounded once, integers wrapping.
 Tensor sumTensors(llvm::ArrayRef<Tensor> parts);
 
+// Elements [off, off + len) of dimension `dim`, and the reverse: parts of
+// one shape but `dim` joined along it, in order.
+Tensor cutTensor(const Tensor &t, int64_t dim, int64_t off, int64_t len);
+Tensor joinTensors(llvm::ArrayRef<Tensor> parts, int64_t dim);
+
 } // namespace mgc::runtime

@@ -18,6 +18,18 @@ if ! python3 -c 'import safetensors, numpy, sklearn' 2>/dev/null; then
     echo "note: could not pip install safetensors numpy scikit-learn; the Python interoperability and digits tests will skip"
 fi
 
+# The Hugging Face checkpoint tests compare with transformers' models, in
+# a virtual environment of their own (transformers 4.x still has the Flax
+# classes, which read torch-format checkpoints without torch); they skip
+# where it cannot be installed.
+hfvenv=$build/hf-venv
+if ! "$hfvenv/bin/python" -c 'import transformers, flax, jax, safetensors, numpy' 2>/dev/null; then
+  { python3 -m venv "$hfvenv" &&
+    "$hfvenv/bin/pip" install -q "transformers==4.57.6" "flax==0.12.8" "jax[cpu]==0.10.2" \
+      "safetensors==0.8.0" "numpy==2.4.6"; } >/dev/null 2>&1 ||
+    echo "note: could not install transformers, flax and jax; the Hugging Face checkpoint tests will skip"
+fi
+
 passed=0 failed=0
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

@@ -182,6 +182,11 @@ struct SessionOptions {
   // detection. It scans every result: steps run slower. The CPU backend,
   // on one device or a mesh without a pp axis.
   bool findNonFinite = false;
+  // The name map that reads Hugging Face checkpoints into this model's
+  // parameters and writes them back (initFrom, exportHuggingFace;
+  // docs/checkpoints.md). Empty: MODEL.hf.json beside a model file
+  // MODEL.mg, where there is one.
+  std::string hfMap;
 };
 
 // One device's communication on a mesh (Session::communication).
@@ -207,6 +212,18 @@ struct InitFromReport {
   std::vector<std::string> fresh;   // parameters it lacks: initial values kept
   std::vector<std::string> unused;  // its tensors the model has no use for
   std::vector<std::string> skipped; // its optimizer state, not taken
+  // A Hugging Face checkpoint: the name map read, and what it did beyond
+  // renaming (a vocabulary padded, position rows cut, a part dropped).
+  std::string hfMap;
+  std::vector<std::string> notes;
+};
+
+// How Session::exportHuggingFace writes a checkpoint.
+struct HuggingFaceExport {
+  // The vocabulary to write (a model padded to a multiple of 64 writes the
+  // tokenizer's): 0, the model's.
+  int64_t vocabulary = 0;
+  DType dtype = DType::F32; // the tensors' type: F32, BF16 or F16
 };
 
 struct DeviceCommunication {
@@ -345,8 +362,17 @@ public:
   // seed are not taken: a new session trains from step 0 with fresh
   // optimizer state and its own seed. A parameter of another
   // type, or a checkpoint sharing no parameter with the model, is an error
-  // and changes nothing.
+  // and changes nothing. A Hugging Face checkpoint (a folder with
+  // model.safetensors and config.json, or a file torch's writer marked) is
+  // read through the session's name map (SessionOptions::hfMap): its
+  // config.json must fit the model's constants.
   Result<InitFromReport> initFrom(const std::string &path);
+  // Writes the parameters as a Hugging Face checkpoint: `folder`/
+  // model.safetensors and config.json, through the session's name map
+  // (SessionOptions::hfMap), so that transformers' from_pretrained loads
+  // them. Needs a session made from a model file.
+  Status exportHuggingFace(const std::string &folder,
+                           const HuggingFaceExport &options = {}) const;
 
   // With a mesh shared among several processes: this process's rank and
   // the number of processes (0 and 1 otherwise).

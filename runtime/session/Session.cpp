@@ -253,11 +253,14 @@ Session::create(const std::string &path, const SessionOptions &options) {
           frontend::CompileOptions compile;
           compile.defines = options.defines;
           compile.warnUnused = false;
+          std::map<std::string, frontend::Number> constants;
+          compile.constantsOut = &constants;
           auto module = frontend::compileModelFile(path, compile, diag);
           if (!module || diag.hasErrors())
             return c.status();
           impl->sourceName = path;
           impl->sourceText = diag.sourceText(path).str();
+          session::setHuggingFaceMap(*impl, path, options.hfMap, constants);
           if (failed(
                   session::applyTrainOverrides(*module, options.train, diag)) ||
               failed(session::applyPrecision(*module, options.precision, diag)))

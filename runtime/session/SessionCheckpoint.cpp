@@ -9,10 +9,12 @@
 #include "runtime/session/SessionImpl.h"
 
 #include "runtime/Checkpoint.h"
+#include "runtime/HfCheckpoint.h"
 #include "runtime/ShardedCheckpoint.h"
 
 #include "passes/Optimizer.h"
 
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
@@ -249,12 +251,24 @@ Status Session::loadCheckpoint(const std::string &path) {
 Result<InitFromReport> Session::initFrom(const std::string &path) {
   using R = Result<InitFromReport>;
   return session::guarded("initialising from the checkpoint", [&]() -> R {
-    auto loaded = readCheckpoint(path);
-    if (!loaded)
-      return Status::error("error: " + llvm::toString(loaded.takeError()));
     InitFromReport report;
+    runtime::TensorMap tensors;
+    bool foreign = false;
+    if (runtime::isHfCheckpoint(path) &&
+        (!impl_->hfMap.empty() || llvm::sys::fs::is_directory(path))) {
+      auto read = session::readHuggingFace(*impl_, path, report);
+      if (!read)
+        return read.status();
+      tensors = std::move(*read);
+    } else {
+      auto loaded = readCheckpoint(path);
+      if (!loaded)
+        return Status::error("error: " + llvm::toString(loaded.takeError()));
+      tensors = std::move(loaded->tensors);
+      foreign = !loaded->info.foreignFormat.empty();
+    }
     runtime::TensorMap taken;
-    for (auto &[name, t] : loaded->tensors) {
+    for (auto &[name, t] : tensors) {
       const ir::Value *v =
           session::findArgument(*impl_, name, ir::ValueKind::Param);
       if (!v) {
@@ -278,9 +292,13 @@ Result<InitFromReport> Session::initFrom(const std::string &path) {
     if (report.loaded.empty())
       return Status::error(
           "error: cannot initialise from '" + path + "': none of its " +
-          std::to_string(loaded->tensors.size()) +
+          std::to_string(tensors.size()) +
           " tensors is a parameter of the model (parameters are matched by "
-          "their full name, as 'mgc run --save' writes them)");
+          "their full name, as 'mgc run --save' writes them" +
+          (foreign ? std::string("; a Hugging Face checkpoint is read through "
+                                 "a name map: --hf-map, or MODEL.hf.json "
+                                 "beside the model file)")
+                   : std::string(")")));
     if (Status st = replacePersistent(*impl_, taken); !st)
       return st;
     std::sort(report.fresh.begin(), report.fresh.end());

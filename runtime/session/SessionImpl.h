@@ -9,6 +9,8 @@
 #include "backend/Executable.h"
 #include "backend/ProcessGroup.h"
 #include "backend/cpu/CpuExecutor.h"
+#include "frontend/ConstEval.h"
+#include "runtime/HfMap.h"
 #include "runtime/session/MeshRunner.h"
 #include "support/Diagnostics.h"
 
@@ -60,6 +62,10 @@ struct Session::Impl {
   std::string backendName; // "cpu" or "cuda": what the session runs on
   // Model source, so that diagnostics show the line and a caret.
   std::string sourceName, sourceText;
+  // A model file's constants as compiled, and the name map of Hugging Face
+  // checkpoints ("" where there is none): SessionHuggingFace.cpp.
+  runtime::ModelConstants constants;
+  std::string hfMap;
   // Every parameter and state tensor, and the fed inputs, by name.
   backend::cpu::NamedTensors persistent, fed;
   // Inputs for the step after the next (Session::feedNext).
@@ -90,6 +96,17 @@ namespace session {
 // The argument of the session's program with this name and kind, or null.
 const ir::Value *findArgument(const Session::Impl &impl,
                               const std::string &name, ir::ValueKind kind);
+// Keeps a model file's constants, and finds the name map of Hugging Face
+// checkpoints: `given` (SessionOptions::hfMap), else MODEL.hf.json beside
+// `modelPath` where it exists.
+void setHuggingFaceMap(
+    Session::Impl &impl, const std::string &modelPath, const std::string &given,
+    const std::map<std::string, frontend::Number> &constants);
+// The tensors of a Hugging Face checkpoint under the model's parameter
+// names (SessionHuggingFace.cpp); what the map did goes to `report`.
+Result<runtime::TensorMap> readHuggingFace(const Session::Impl &impl,
+                                           const std::string &path,
+                                           InitFromReport &report);
 // Steps done: the value of the optimizer's step counter (0 without one).
 int64_t stepCount(const Session::Impl &impl);
 // Brings `persistent` up to date with the devices after CUDA or mesh steps

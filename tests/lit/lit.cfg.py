@@ -78,3 +78,16 @@ if importlib.util.find_spec("sklearn") and importlib.util.find_spec("numpy"):
     config.available_features.add("sklearn")
 else:
     lit_config.note("scikit-learn is not installed: the digits tests are unsupported")
+
+# The Hugging Face checkpoint tests compare with transformers' own models
+# (its Flax classes, which read torch-format files without torch), from a
+# virtual environment that scripts/test.sh makes in the build folder.
+import subprocess
+hf_python = os.path.join(config.mgc_obj_root, "hf-venv", "bin", "python")
+if os.path.exists(hf_python) and subprocess.run(
+        [hf_python, "-c", "import transformers, flax, jax, safetensors, numpy"],
+        stdin=subprocess.DEVNULL, capture_output=True).returncode == 0:
+    config.available_features.add("hf")
+    config.substitutions.append(("%hfpython", hf_python))
+else:
+    lit_config.note("no transformers environment in the build folder: the Hugging Face checkpoint tests are unsupported")

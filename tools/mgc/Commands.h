@@ -16,12 +16,14 @@ int runOpt(llvm::ArrayRef<std::string> args);
 int runRun(llvm::ArrayRef<std::string> args);
 int runEval(llvm::ArrayRef<std::string> args);
 int runGenerate(llvm::ArrayRef<std::string> args);
+int runExport(llvm::ArrayRef<std::string> args);
 
 const CommandSpec &compileSpec();
 const CommandSpec &optSpec();
 const CommandSpec &runSpec();
 const CommandSpec &evalSpec();
 const CommandSpec &generateSpec();
+const CommandSpec &exportSpec();
 
 // Options that every command running a pass pipeline accepts (--passes,
 // --print-ir-after, ...), and the code that applies them: one definition

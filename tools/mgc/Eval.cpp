@@ -4,12 +4,14 @@
 #include "tools/mgc/Commands.h"
 #include "tools/mgc/Evaluate.h"
 #include "tools/mgc/RunData.h"
+#include "tools/mgc/RunStart.h"
 
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <mgc/Session.h>
 
+#include <charconv>
 #include <cmath>
 
 namespace mgc::cli {
@@ -24,13 +26,21 @@ int usage(const std::string &message) {
   return evalError(message, kUsageError);
 }
 
+// The shortest decimal that reads back as `v` ("2.0794415416798357").
+std::string shortestDigits(double v) {
+  char text[32];
+  auto end = std::to_chars(text, text + sizeof text, v).ptr;
+  return std::string(text, end);
+}
+
 } // namespace
 
 const CommandSpec &evalSpec() {
   static const CommandSpec spec = [] {
     CommandSpec s;
     s.name = "eval";
-    s.usage = "mgc eval MODEL.mg|MODEL.mgx [--resume CKPT | --seed S] "
+    s.usage = "mgc eval MODEL.mg|MODEL.mgx [--resume CKPT | --init-from CKPT "
+              "| --seed S] "
               "[-D NAME=VALUE]...\n"
               "       (--data NAME=FILE.npy... | --text FILE | --tokens FILE "
               "--token-dtype u16|i32)\n"
@@ -47,8 +57,15 @@ const CommandSpec &evalSpec() {
          "the checkpoint whose parameters are evaluated (any checkpoint "
          "mgc run saved, sharded ones included); without it, the initial "
          "parameters of --seed"},
-        {"--seed", "S", "seed of the initial parameters (default: train.seed, "
-                        "else 0)"},
+        {"--init-from", "CKPT",
+         "the checkpoint whose parameters are evaluated, read by name as "
+         "mgc run --init-from reads them: a checkpoint of another model that "
+         "has every parameter of this one, or a Hugging Face checkpoint "
+         "through the model's name map"},
+        hfMapOption(),
+        {"--seed", "S",
+         "seed of the initial parameters (default: train.seed, "
+         "else 0)"},
     };
     for (OptionSpec o : dataOptions())
       s.options.push_back(o);
@@ -111,6 +128,10 @@ int runEval(llvm::ArrayRef<std::string> rawArgs) {
   if (args->has("--seed") && !parseInt(args->get("--seed"), 0, seed))
     return usage("--seed expects an integer >= 0, got '" +
                  args->get("--seed") + "'");
+  if (args->has("--resume") && args->has("--init-from"))
+    return usage("--resume and --init-from are alternatives: give one "
+                 "checkpoint");
+  options.hfMap = args->get("--hf-map");
   options.backend = args->get("--backend", "cpu");
   options.precision = args->get("--precision");
   options.mesh = args->get("--mesh");
@@ -145,6 +166,10 @@ int runEval(llvm::ArrayRef<std::string> rawArgs) {
       return evalError(st.message());
     what = "'" + args->get("--resume") + "' (step " +
            std::to_string(s.stepCount()) + ")";
+  } else if (args->has("--init-from")) {
+    if (auto report = loadEveryParameter(s, args->get("--init-from")); !report)
+      return evalError(report.status().message());
+    what = "'" + args->get("--init-from") + "'";
   }
 
   auto setup = makeDataSource(s.inputs(), facts, data);
@@ -168,9 +193,11 @@ int runEval(llvm::ArrayRef<std::string> rawArgs) {
   llvm::outs() << "evaluated " << what << " on " << setup->description << ": "
                << batches << (batches == 1 ? " batch, " : " batches, ")
                << batches * perBatch << " " << units << "\n";
-  llvm::outs() << llvm::format("loss %.6f", result->loss);
+  // The shortest digits that read back as the same double, as --log-json
+  // writes them: two runs compare to the last bit.
+  llvm::outs() << "loss " << shortestDigits(result->loss);
   if (result->accuracy)
-    llvm::outs() << llvm::format(", accuracy %.4f", *result->accuracy);
+    llvm::outs() << ", accuracy " << shortestDigits(*result->accuracy);
   llvm::outs() << "\n";
   llvm::outs().flush();
   return llvm::outs().has_error() ? kUserError : kSuccess;

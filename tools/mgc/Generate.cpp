@@ -4,6 +4,7 @@
 // token.
 #include "tools/mgc/Commands.h"
 #include "tools/mgc/RunData.h"
+#include "tools/mgc/RunStart.h"
 #include "tools/mgc/Sampling.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -85,8 +86,10 @@ const CommandSpec &generateSpec() {
         {"-D", "NAME=VALUE", "override the constant NAME of the model file",
          true},
         {"--resume", "CKPT",
-         "the checkpoint whose parameters generate (without it, the initial "
-         "parameters of --seed)"},
+         "the checkpoint whose parameters generate: one mgc saved, or a "
+         "Hugging Face checkpoint through the model's name map (without it, "
+         "the initial parameters of --seed)"},
+        hfMapOption(),
         {"--prompt", "TEXT",
          "the prompt as text, one token per byte (a byte-level model, as "
          "mgc run --text trains); the output is text"},
@@ -102,13 +105,13 @@ const CommandSpec &generateSpec() {
         {"--seed", "S",
          "seed of the sampling and, without --resume, of the parameters "
          "(default 0)"},
-        {"--no-cache",
-         "",
+        {"--no-cache", "",
          "run the whole forward program on the context for each token "
          "instead of decoding one position with the key/value cache (the "
          "reference: slower, the same tokens)"},
-        {"--tokens-input", "NAME", "input fed the tokens (default: tokens, "
-                                   "else idx)"},
+        {"--tokens-input", "NAME",
+         "input fed the tokens (default: tokens, "
+         "else idx)"},
         {"--positions-input", "NAME",
          "input fed the positions (default: pos when the model has it; none: "
          "no such input)"},
@@ -139,6 +142,7 @@ int runGenerate(llvm::ArrayRef<std::string> rawArgs) {
   const std::string modelPath = args->positionals[0];
 
   SessionOptions options;
+  options.hfMap = args->get("--hf-map");
   if (std::string why = parseDefines(*args, options.defines); !why.empty())
     return usage(why);
   int64_t seed = 0, maxTokens = 64;
@@ -173,17 +177,9 @@ int runGenerate(llvm::ArrayRef<std::string> rawArgs) {
   Session &s = **session;
   // The parameters by name, as --init-from reads them: the batch size (and
   // so the model hash) of generation is not training's.
-  if (args->has("--resume")) {
-    auto report = s.initFrom(args->get("--resume"));
-    if (!report)
+  if (args->has("--resume"))
+    if (auto report = loadEveryParameter(s, args->get("--resume")); !report)
       return generateError(report.status().message());
-    if (!report->fresh.empty())
-      return generateError("checkpoint '" + args->get("--resume") +
-                           "' lacks parameter '" + report->fresh[0] +
-                           "' of the model (" +
-                           std::to_string(report->fresh.size()) +
-                           " missing): it was saved from another model");
-  }
 
   // The inputs that make the model a language model.
   std::vector<TensorInfo> inputs = s.inputs();

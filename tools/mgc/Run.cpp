@@ -137,6 +137,7 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
   const std::string modelPath = args->positionals[0];
 
   SessionOptions options;
+  options.hfMap = args->get("--hf-map");
   if (std::string why = parseDefines(*args, options.defines); !why.empty())
     return usageError(why);
   for (const TrainFlag &f : trainFlags())

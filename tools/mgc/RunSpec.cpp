@@ -3,6 +3,7 @@
 #include "tools/mgc/Commands.h"
 #include "tools/mgc/MeshOptions.h"
 #include "tools/mgc/RunData.h"
+#include "tools/mgc/RunStart.h"
 #include "tools/mgc/RunValidation.h"
 
 #include <vector>
@@ -97,7 +98,10 @@ const CommandSpec &runSpec() {
               "start from the parameters of a checkpoint, matched by name, "
               "in a model that may have changed (fine-tuning, a new head): "
               "reports what was loaded, what is new and what was unused; "
-              "optimizer state and the step are not taken"},
+              "optimizer state and the step are not taken. A Hugging Face "
+              "checkpoint (a folder with config.json, or a file torch wrote) "
+              "is read through the model's name map"},
+             hfMapOption(),
              {"--log-json", "FILE",
               "write one JSON object per step to FILE (null for a loss that "
               "is not finite)"},

@@ -19,12 +19,36 @@ std::string nameList(const std::vector<std::string> &names, size_t shown = 8) {
 
 } // namespace
 
+Result<InitFromReport> loadEveryParameter(Session &s, const std::string &path) {
+  auto report = s.initFrom(path);
+  if (!report)
+    return report;
+  if (!report->fresh.empty())
+    return Status::error(
+        "error: checkpoint '" + path + "' lacks the model's parameters " +
+        nameList(report->fresh) + " (" + std::to_string(report->fresh.size()) +
+        " missing): it was saved from another model");
+  return report;
+}
+
+OptionSpec hfMapOption() {
+  return {"--hf-map", "FILE",
+          "the name map that reads Hugging Face checkpoints into the model "
+          "(default: MODEL.hf.json beside MODEL.mg, where it exists)"};
+}
+
 std::string initFromSummary(const std::string &path,
                             const InitFromReport &report) {
   size_t parameters = report.loaded.size() + report.fresh.size();
-  std::string text = "initialised from " + path + ": " +
-                     std::to_string(report.loaded.size()) + " of " +
-                     std::to_string(parameters) + " parameters loaded\n";
+  std::string text =
+      "initialised from " + path + ": " + std::to_string(report.loaded.size()) +
+      " of " + std::to_string(parameters) + " parameters loaded" +
+      (report.hfMap.empty()
+           ? std::string()
+           : " (a Hugging Face checkpoint, through " + report.hfMap + ")") +
+      "\n";
+  for (const std::string &note : report.notes)
+    text += "  " + note + "\n";
   if (!report.fresh.empty())
     text += "  new, kept as initialised: " + nameList(report.fresh) + "\n";
   if (!report.unused.empty())

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "mgc/Session.h"
+#include "tools/mgc/Options.h"
 
 #include "llvm/Support/raw_ostream.h"
 
@@ -16,6 +17,16 @@ namespace mgc::cli {
 // `out` when `out` is given.
 Status loadStartingPoint(Session &s, const std::string &resume,
                          const std::string &initFrom, llvm::raw_ostream *out);
+
+// Every parameter of the model from `path` (Session::initFrom: a
+// checkpoint mgc saved or a Hugging Face one), for a command that uses a
+// trained model as it is (eval, generate, export): a parameter the
+// checkpoint lacks is an error.
+Result<InitFromReport> loadEveryParameter(Session &s, const std::string &path);
+
+// --hf-map FILE, the name map of Hugging Face checkpoints
+// (SessionOptions::hfMap).
+OptionSpec hfMapOption();
 
 // The lines that report an --init-from of `path`.
 std::string initFromSummary(const std::string &path,

@@ -25,6 +25,7 @@ const Command kCommands[] = {
     {"run", runRun, runSpec},
     {"eval", runEval, evalSpec},
     {"generate", runGenerate, generateSpec},
+    {"export", runExport, exportSpec},
 };
 
 void printToolHelp(llvm::raw_ostream &os) {
