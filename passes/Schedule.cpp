@@ -164,7 +164,7 @@ FailureOr<Schedule> makeSchedule(ScheduleKind kind, int64_t stages,
   } else if (chunks != 1) {
     error = "the " + name + " schedule runs one model chunk per device; " +
             std::to_string(chunks) +
-            " chunks (--virtual-stages) need --schedule interleaved";
+            " chunks (--virtual-stages) need --pipeline-schedule interleaved";
     return failure();
   }
   Schedule s;

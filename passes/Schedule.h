@@ -50,7 +50,7 @@ enum class ScheduleKind : uint8_t {
   ZeroBubbleH1
 };
 
-// The names of --schedule: "gpipe", "1f1b", "interleaved", "zb-h1".
+// The names of --pipeline-schedule: "gpipe", "1f1b", "interleaved", "zb-h1".
 const char *scheduleName(ScheduleKind kind);
 std::optional<ScheduleKind> parseScheduleKind(llvm::StringRef name);
 // "gpipe, 1f1b, interleaved, zb-h1", for messages.

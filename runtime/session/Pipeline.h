@@ -1,8 +1,7 @@
 // The standard way a model becomes executables: the training step (when the
-// model has a loss) through the pipeline mixed-precision,autodiff,optimizer,
-// canonicalize,cse,dce, and a forward-only program for inference (in the
-// same precision: mixed-precision does nothing unless train.precision is
-// bf16). Used by the executor
+// model has a loss) through kTrainingPipeline, and a forward-only program for
+// inference through kForwardPipeline (in the same precision: mixed-precision
+// does nothing unless train.precision is bf16). Used by the executor
 // library (Session) and by `mgc compile --emit=exe`, so both make the same
 // program from the same model.
 #pragma once

@@ -527,7 +527,7 @@ FailureOr<MeshConfig> meshConfig(const ir::Mesh &mesh, const ir::Module &model,
        config.pipeline.schedule != passes::ScheduleKind::Interleaved)) {
     diag.error("virtual stages (" + std::to_string(options.virtualStages) +
                ") are the interleaved schedule's model chunks per device: "
-               "give --schedule interleaved and at least 1");
+               "give --pipeline-schedule interleaved and at least 1");
     return failure();
   }
   config.pipeline.chunks = options.virtualStages;

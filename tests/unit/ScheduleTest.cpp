@@ -183,7 +183,7 @@ TEST_CASE("schedule: shapes a schedule cannot take are refused") {
                  "device (--virtual-stages), got 1");
   CHECK(makeSchedule(ScheduleKind::OneFOneB, 4, 8, 2, error).failed());
   CHECK(error == "the 1f1b schedule runs one model chunk per device; 2 chunks "
-                 "(--virtual-stages) need --schedule interleaved");
+                 "(--virtual-stages) need --pipeline-schedule interleaved");
   CHECK(makeSchedule(ScheduleKind::GPipe, 0, 8, 1, error).failed());
   CHECK(error.find("at least one stage") != std::string::npos);
   CHECK(parseScheduleKind("zb-h1") == ScheduleKind::ZeroBubbleH1);

@@ -47,7 +47,7 @@ std::vector<OptionSpec> meshOptions() {
        "works with or without a mesh)"},
       {"--microbatches", "M",
        "micro-batches per step, the same as --accumulate; with a pp axis "
-       "they flow through the pipeline (default: one per pipeline stage)"},
+       "they flow through the pipeline (default: one per pipeline device)"},
       {"--pipeline-schedule",
        "NAME",
        "with a pp axis: the order in which each stage runs the forwards "
