@@ -10,8 +10,11 @@
 #     and on dp=2 (two simulated devices on the same cores).
 # Each figure is the median step time after the first steps (mgc: from
 # --log-json; the references time themselves the same way), and the ratios
-# mgc / reference (below 1: mgc is faster). JAX and NumPy are pip-installed
-# into a virtual environment under the build folder the first time.
+# mgc / reference (below 1: mgc is faster). Each reference is written as its
+# own users write a step for speed: the JAX step is jitted whole with the
+# parameters and optimizer state donated, the NumPy step updates its arrays
+# in place. JAX and NumPy are pip-installed into a virtual environment
+# under the build folder the first time.
 # llm.c's CPU trainer (train_gpt2.c, whose B=4 T=64 are these) runs too
 # when it is built beside this checkout, in ../llm.c (or $LLMC_DIR): clone
 # https://github.com/karpathy/llm.c there, run its dev/download_starter_pack.sh
@@ -90,8 +93,8 @@ mgc_mlp=$(median "$work/mlp.jsonl")
 jax_mlp=$("$py" "$root/bench/reference_jax.py" mlp --steps 60 --warmup "$warmup" \
   2>/dev/null | sed -E 's/.*median step ([0-9.]+) s.*/\1/')
 numpy_mlp=$("$py" "$root/bench/reference_numpy.py" --steps 60 |
-  sed -E 's/.*: 60 steps in ([0-9.]+)s.*/\1/' | python3 -c "import sys; print('%.4f' % (float(sys.stdin.read()) / 60))")
-echo "mgc ${mgc_mlp} s, jax ${jax_mlp} s, numpy ${numpy_mlp} s (mean):" \
+  sed -E 's/.*median step ([0-9.]+) s.*/\1/')
+echo "mgc ${mgc_mlp} s, jax ${jax_mlp} s, numpy ${numpy_mlp} s:" \
   "mgc / jax = $(ratio "$mgc_mlp" "$jax_mlp"), mgc / numpy = $(ratio "$mgc_mlp" "$numpy_mlp")"
 
 echo "== small GPT, V=256 T=64 D=128 H=4 L=4 B=8, 40 steps"

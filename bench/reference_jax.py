@@ -12,11 +12,19 @@ AdamW (lr 1e-3, betas 0.9/0.999, weight decay 0.01). float32; the data is
 drawn once (the step's time does not depend on its values). Prints the
 median time of the steps after the first `--warmup`, in seconds.
 
+The step is written as a JAX user writes it for speed: one jitted function
+for the forward, backward and optimizer update, the batch passed as an
+argument, the step count kept in the optimizer state, and the parameters
+and optimizer state donated (`donate_argnums`), so that XLA updates them in
+place instead of allocating and writing about 1.5 GB of new buffers every
+step of GPT-2 124M.
+
 usage: reference_jax.py gpt [--V 50304 --T 64 --D 768 --H 12 --L 12 --B 4]
        reference_jax.py mlp [--B 64 --D 784 --H 1024 --C 10]
        [--steps N] [--warmup W]
 """
 import argparse
+import functools
 import statistics
 import time
 
@@ -24,15 +32,21 @@ import jax
 import jax.numpy as jnp
 
 
-def adamw(params, grads, state, step, lr, b1, b2, wd, eps=1e-8):
-    m, v = state
+def adamw_init(params):
+    zeros = lambda: jax.tree_util.tree_map(jnp.zeros_like, params)
+    return zeros(), zeros(), jnp.zeros((), jnp.float32)
+
+
+def adamw(params, grads, state, lr, b1, b2, wd, eps=1e-8):
+    m, v, step = state
+    step = step + 1
     m = jax.tree_util.tree_map(lambda m, g: b1 * m + (1 - b1) * g, m, grads)
     v = jax.tree_util.tree_map(lambda v, g: b2 * v + (1 - b2) * g * g, v, grads)
     c1, c2 = 1 - b1 ** step, 1 - b2 ** step
     params = jax.tree_util.tree_map(
         lambda p, m, v: p * (1 - lr * wd) - lr * (m / c1) / (jnp.sqrt(v / c2) + eps),
         params, m, v)
-    return params, (m, v)
+    return params, (m, v, step)
 
 
 def layernorm(x, g, b, eps=1e-5):
@@ -58,7 +72,7 @@ def gpt(a):
     targets = jax.random.randint(jax.random.PRNGKey(1), (a.B, a.T), 0, 256)
     mask = jnp.tril(jnp.ones((a.T, a.T), bool))
 
-    def loss_fn(p):
+    def loss_fn(p, tokens, targets):
         x = p["wte"][tokens] + p["wpe"][jnp.arange(a.T)]
         for l in p["layers"]:
             h = layernorm(x, l["ln1_g"], l["ln1_b"])
@@ -75,7 +89,7 @@ def gpt(a):
         logp = jax.nn.log_softmax(logits, -1)
         return -jnp.take_along_axis(logp, targets[..., None], -1).mean()
 
-    return params, loss_fn, dict(lr=6e-4, b1=0.9, b2=0.95, wd=0.1)
+    return params, loss_fn, (tokens, targets), dict(lr=6e-4, b1=0.9, b2=0.95, wd=0.1)
 
 
 def mlp(a):
@@ -86,13 +100,13 @@ def mlp(a):
     x = jax.random.normal(key, (a.B, a.D), jnp.float32)
     y = jax.random.randint(key, (a.B,), 0, a.C)
 
-    def loss_fn(p):
+    def loss_fn(p, x, y):
         h = jax.nn.relu(x @ p["w1"] + p["b1"])
         h = jax.nn.relu(h @ p["w2"] + p["b2"])
         logp = jax.nn.log_softmax(h @ p["w3"] + p["b3"], -1)
         return -jnp.take_along_axis(logp, y[:, None], -1).mean()
 
-    return params, loss_fn, dict(lr=1e-3, b1=0.9, b2=0.999, wd=0.01)
+    return params, loss_fn, (x, y), dict(lr=1e-3, b1=0.9, b2=0.999, wd=0.01)
 
 
 def main():
@@ -106,23 +120,22 @@ def main():
     a = p.parse_args()
     if a.model == "gpt":
         a.D, a.H, a.B = a.D or 768, a.H or 12, a.B or 4
-        params, loss_fn, opt = gpt(a)
+        params, loss_fn, batch, opt = gpt(a)
     else:
         a.D, a.H, a.B = a.D or 784, a.H or 1024, a.B or 64
-        params, loss_fn, opt = mlp(a)
-    state = jax.tree_util.tree_map(jnp.zeros_like, (params, params))
+        params, loss_fn, batch, opt = mlp(a)
+    state = adamw_init(params)
 
-    @jax.jit
-    def step(params, state, t):
-        loss, grads = jax.value_and_grad(loss_fn)(params)
-        params, state = adamw(params, grads, state, t, **opt)
+    @functools.partial(jax.jit, donate_argnums=(0, 1))
+    def step(params, state, batch):
+        loss, grads = jax.value_and_grad(loss_fn)(params, *batch)
+        params, state = adamw(params, grads, state, **opt)
         return params, state, loss
 
     times = []
-    for t in range(1, a.steps + 1):
+    for _ in range(a.steps):
         start = time.perf_counter()
-        params, state, loss = step(params, state, jnp.float32(t))
-        loss.block_until_ready()
+        params, state, loss = jax.block_until_ready(step(params, state, batch))
         times.append(time.perf_counter() - start)
     print("jax %s: median step %.4f s over %d steps (first %.2f s, loss %.4f)" % (
         a.model, statistics.median(times[a.warmup:]), a.steps - a.warmup, times[0], float(loss)))
