@@ -131,6 +131,27 @@ applyTrainOverrides(ir::Module &module,
   return ok ? success() : failure();
 }
 
+std::string
+dropOtherOptimizerSettings(ir::Module &module,
+                           const std::map<std::string, std::string> &train) {
+  auto flag = train.find("optimizer");
+  const ir::AttrValue *file = module.attrs().find("train.optimizer");
+  const auto *named = file ? std::get_if<std::string>(file) : nullptr;
+  if (flag == train.end() || !named || *named == flag->second)
+    return "";
+  const std::string fileName = *named; // erasing below moves the attributes
+  std::vector<std::string> dropped;
+  for (const char *key : {"beta1", "beta2", "eps", "momentum", "weight_decay"})
+    if (!train.count(key) && module.attrs().erase(std::string("train.") + key))
+      dropped.push_back(key);
+  if (dropped.empty())
+    return "";
+  return "optimizer " + flag->second + " replaces the model file's " +
+         fileName + ": its settings " + llvm::join(dropped, ", ") +
+         " were dropped (the learning rate stays; give the new optimizer's "
+         "settings by their flags, --momentum, --weight-decay, ...)";
+}
+
 LogicalResult applyPrecision(ir::Module &module, const std::string &precision,
                              DiagnosticEngine &diag) {
   if (precision.empty())

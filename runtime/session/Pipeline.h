@@ -38,6 +38,15 @@ applyTrainOverrides(ir::Module &module,
                     const std::map<std::string, std::string> &train,
                     DiagnosticEngine &diag);
 
+// When `train` changes the model file's optimizer ({"optimizer", "sgd"} on
+// a file whose train section says adamw): removes the file's settings of
+// its optimizer that the new one would refuse or read differently (betas,
+// eps, momentum, weight decay; lr stays), as a flag replaces what the file
+// says, and returns the note that names them ("" when nothing changed).
+std::string
+dropOtherOptimizerSettings(ir::Module &module,
+                           const std::map<std::string, std::string> &train);
+
 // Sets the module's train.precision from `precision` ("fp32" or "bf16"; an
 // empty string keeps what the model file says). Reports any other word and
 // fails. The precision is a training setting: it does not change the model

@@ -261,6 +261,10 @@ Session::create(const std::string &path, const SessionOptions &options) {
           impl->sourceName = path;
           impl->sourceText = diag.sourceText(path).str();
           session::setHuggingFaceMap(*impl, path, options.hfMap, constants);
+          std::string replaced =
+              session::dropOtherOptimizerSettings(*module, options.train);
+          if (!replaced.empty())
+            impl->warnings.push_back(replaced);
           if (failed(
                   session::applyTrainOverrides(*module, options.train, diag)) ||
               failed(session::applyPrecision(*module, options.precision, diag)))
@@ -298,7 +302,9 @@ Session::create(const std::string &path, const SessionOptions &options) {
                 failed(session::checkSamePlan(*meshStep, impl->processes,
                                               options, diag)))
               return c.status();
-            impl->warnings = session::planWarnings(*meshStep, *module, *config);
+            for (std::string &w :
+                 session::planWarnings(*meshStep, *module, *config))
+              impl->warnings.push_back(std::move(w));
             auto devices =
                 session::meshDevices(options, *onCuda, impl->processes, diag);
             if (devices.failed())
