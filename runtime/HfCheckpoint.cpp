@@ -6,7 +6,6 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
-#include <fstream>
 #include <set>
 
 namespace mgc::runtime {
@@ -43,32 +42,16 @@ llvm::Expected<llvm::json::Object> readConfig(const std::string &path) {
   return *v->getAsObject();
 }
 
-// The "format" in a safetensors file's metadata, read from its header
-// alone; "" where there is none or the file is not one.
+// The "format" in a safetensors file's metadata; "" where there is none or
+// the file is not one.
 std::string formatOf(llvm::StringRef path) {
-  std::ifstream in(path.str(), std::ios::binary);
-  unsigned char size[8];
-  if (!in.read(reinterpret_cast<char *>(size), 8))
-    return "";
-  uint64_t n = 0;
-  for (int i = 7; i >= 0; --i)
-    n = n << 8 | size[i];
-  if (n == 0 || n > (100u << 20))
-    return "";
-  std::string header(n, '\0');
-  if (!in.read(header.data(), static_cast<std::streamsize>(n)))
-    return "";
-  auto v = parseJson(header);
-  if (!v) {
-    llvm::consumeError(v.takeError());
+  llvm::Expected<StringMap> metadata = loadSafeTensorsMetadata(path);
+  if (!metadata) {
+    llvm::consumeError(metadata.takeError());
     return "";
   }
-  const llvm::json::Object *o = v->getAsObject();
-  const llvm::json::Object *meta = o ? o->getObject("__metadata__") : nullptr;
-  if (!meta)
-    return "";
-  auto format = meta->getString("format");
-  return format ? format->str() : "";
+  auto format = metadata->find("format");
+  return format == metadata->end() ? "" : format->second;
 }
 
 // The files of a sharded checkpoint, from its index's "weight_map".

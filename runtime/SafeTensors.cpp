@@ -160,6 +160,8 @@ public:
       : file_(file), fileName_(file.path()) {}
 
   llvm::Expected<SafeTensorsContents> decode();
+  // Only the "__metadata__" strings: the header is read, not the tensors.
+  llvm::Expected<StringMap> decodeMetadata();
 
 private:
   llvm::Error fail(const llvm::Twine &msg) {
@@ -169,6 +171,8 @@ private:
                          uint64_t dataSize);
   llvm::Error parseMetadata(const llvm::json::Value &value,
                             SafeTensorsContents &out);
+  // The header's JSON, and the length of the header in bytes.
+  llvm::Expected<llvm::json::Value> readHeader(uint64_t &headerLen);
 
   const InputFile &file_;
   llvm::StringRef fileName_;
@@ -262,7 +266,7 @@ llvm::Error Decoder::parseEntry(llvm::StringRef name,
   return llvm::Error::success();
 }
 
-llvm::Expected<SafeTensorsContents> Decoder::decode() {
+llvm::Expected<llvm::json::Value> Decoder::readHeader(uint64_t &headerLen) {
   uint64_t fileSize = file_.size();
   if (fileSize < 8)
     return fail("the file is " + llvm::Twine(fileSize) +
@@ -270,7 +274,7 @@ llvm::Expected<SafeTensorsContents> Decoder::decode() {
   unsigned char prefix[8];
   if (llvm::Error err = file_.read(0, 8, prefix))
     return err;
-  uint64_t headerLen = 0;
+  headerLen = 0;
   for (int i = 7; i >= 0; --i)
     headerLen = (headerLen << 8) | prefix[i];
   uint64_t rest = fileSize - 8;
@@ -294,7 +298,28 @@ llvm::Expected<SafeTensorsContents> Decoder::decode() {
   const llvm::json::Object *root = json->getAsObject();
   if (!root)
     return fail("the header is not a JSON object");
+  return json;
+}
 
+llvm::Expected<StringMap> Decoder::decodeMetadata() {
+  uint64_t headerLen = 0;
+  llvm::Expected<llvm::json::Value> json = readHeader(headerLen);
+  if (!json)
+    return json.takeError();
+  SafeTensorsContents out;
+  if (const llvm::json::Value *meta = json->getAsObject()->get("__metadata__"))
+    if (llvm::Error err = parseMetadata(*meta, out))
+      return err;
+  return out.metadata;
+}
+
+llvm::Expected<SafeTensorsContents> Decoder::decode() {
+  uint64_t headerLen = 0;
+  llvm::Expected<llvm::json::Value> json = readHeader(headerLen);
+  if (!json)
+    return json.takeError();
+  const llvm::json::Object *root = json->getAsObject();
+  uint64_t rest = file_.size() - 8;
   SafeTensorsContents out;
   uint64_t dataSize = rest - headerLen;
   for (const auto &[key, value] : *root) {
@@ -357,6 +382,14 @@ llvm::Expected<SafeTensorsContents> loadSafeTensors(llvm::StringRef path,
   if (!file)
     return file.takeError();
   return Decoder(*file).decode();
+}
+
+llvm::Expected<StringMap> loadSafeTensorsMetadata(llvm::StringRef path,
+                                                  llvm::StringRef what) {
+  llvm::Expected<InputFile> file = InputFile::open(path, what);
+  if (!file)
+    return file.takeError();
+  return Decoder(*file).decodeMetadata();
 }
 
 } // namespace mgc::runtime

@@ -60,4 +60,10 @@ llvm::Expected<SafeTensorsContents>
 loadSafeTensors(llvm::StringRef path,
                 llvm::StringRef what = "safetensors file");
 
+// Reads and validates the header alone: the "__metadata__" strings of a
+// file, without its tensors.
+llvm::Expected<StringMap>
+loadSafeTensorsMetadata(llvm::StringRef path,
+                        llvm::StringRef what = "safetensors file");
+
 } // namespace mgc::runtime
