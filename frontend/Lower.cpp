@@ -1,6 +1,7 @@
 #include "frontend/Lower.h"
 
 #include "frontend/Builtins.h"
+#include "support/Suggest.h"
 
 #include "llvm/ADT/StringExtras.h"
 
@@ -31,19 +32,7 @@ void Lowerer::note(Loc loc, const std::string &msg) {
 
 std::string Lowerer::suggest(llvm::StringRef name,
                              const std::vector<std::string> &candidates) {
-  unsigned limit = name.size() <= 3 ? 1 : name.size() <= 6 ? 2 : 3;
-  std::string best;
-  unsigned bestDist = limit + 1;
-  for (const std::string &c : candidates) {
-    unsigned d = name.edit_distance(c, /*AllowReplacements=*/true, limit + 1);
-    if (d < bestDist) {
-      bestDist = d;
-      best = c;
-    }
-  }
-  if (best.empty() || best == name)
-    return "";
-  return "; did you mean '" + best + "'?";
+  return didYouMean(name, candidates);
 }
 
 // ---- Blocks ----

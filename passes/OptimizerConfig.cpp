@@ -2,6 +2,7 @@
 // optimizer pass. Each setting is checked on its own, so one run reports
 // every bad one.
 #include "passes/Optimizer.h"
+#include "support/Suggest.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -155,16 +156,8 @@ public:
       if (llvm::is_contained(kKnownSettings, key))
         continue;
       std::string msg = "unknown training setting " + name;
-      // Suggest the closest known name, as the frontend does for names.
-      llvm::StringRef best;
-      unsigned bestDistance = 3;
-      for (llvm::StringRef known : kKnownSettings) {
-        unsigned d = key.edit_distance(known, true, bestDistance);
-        if (d < bestDistance) {
-          best = known;
-          bestDistance = d;
-        }
-      }
+      // Suggest the closest known name.
+      std::string best = closestName(key, kKnownSettings);
       if (!best.empty())
         msg += "; did you mean " + attrName(best) + "?";
       error(msg);

@@ -10,6 +10,7 @@
 #include "passes/Optimizer.h"
 #include "passes/PassManager.h"
 #include "runtime/Checkpoint.h"
+#include "support/Suggest.h"
 
 #include "llvm/ADT/StringExtras.h"
 
@@ -75,18 +76,11 @@ applyTrainOverrides(ir::Module &module,
         setting = &s;
     if (!setting) {
       std::string msg = "unknown training setting '" + key + "'";
-      llvm::StringRef best;
-      unsigned bestDistance = 3;
-      for (const Setting &s : kSettings) {
-        unsigned d =
-            llvm::StringRef(key).edit_distance(s.key, true, bestDistance);
-        if (d < bestDistance) {
-          best = s.key;
-          bestDistance = d;
-        }
-      }
-      if (!best.empty())
-        msg += "; did you mean '" + best.str() + "'?";
+      ClosestName closest(key);
+      for (const Setting &s : kSettings)
+        closest.consider(s.key);
+      if (!closest.best().empty())
+        msg += "; did you mean '" + closest.best().str() + "'?";
       diag.error(msg);
       ok = false;
       continue;

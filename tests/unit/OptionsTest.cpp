@@ -59,6 +59,20 @@ TEST_CASE("usage errors name the flag") {
   CHECK(!parse({"m.mg", "--frob"}, error));
   CHECK(error ==
         "unknown option '--frob' for 'mgc compile' (see 'mgc compile --help')");
+  // A near miss gets the closest option of the command (the value of the
+  // --name=value form is not part of the name).
+  CHECK(!parse({"m.mg", "--time-pases"}, error));
+  CHECK(error == "unknown option '--time-pases' for 'mgc compile'; did you "
+                 "mean '--time-passes'? (see 'mgc compile --help')");
+  CHECK(!parse({"m.mg", "--emitt=ir"}, error));
+  CHECK(error == "unknown option '--emitt' for 'mgc compile'; did you mean "
+                 "'--emit'? (see 'mgc compile --help')");
+  CHECK(!parse({"m.mg", "-d", "B=4"}, error));
+  CHECK(error == "unknown option '-d' for 'mgc compile'; did you mean '-D'? "
+                 "(see 'mgc compile --help')");
+  CHECK(!parse({"m.mg", "--hepl"}, error));
+  CHECK(error == "unknown option '--hepl' for 'mgc compile'; did you mean "
+                 "'--help'? (see 'mgc compile --help')");
   CHECK(!parse({"m.mg", "--emit=asm"}, error));
   CHECK(error ==
         "invalid value 'asm' for option '--emit'; expected one of: ir, plan");

@@ -1,5 +1,7 @@
 #include "tools/mgc/Options.h"
 
+#include "support/Suggest.h"
+
 #include <cmath>
 #include <algorithm>
 
@@ -80,8 +82,11 @@ std::optional<ParsedArgs> parseArgs(const CommandSpec &spec,
     }
     const OptionSpec *opt = findOption(spec, name);
     if (!opt) {
-      error = "unknown option '" + arg.str() + "' for 'mgc " + spec.name +
-              "' (see 'mgc " + spec.name + " --help')";
+      std::vector<std::string> known{"--help"};
+      for (const OptionSpec &o : spec.options)
+        known.push_back(o.name);
+      error = "unknown option '" + name + "' for 'mgc " + spec.name + "'" +
+              didYouMean(name, known) + " (see 'mgc " + spec.name + " --help')";
       return std::nullopt;
     }
     if (opt->metavar.empty()) {
