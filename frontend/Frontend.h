@@ -17,6 +17,11 @@ using ConstOverrides = std::map<std::string, std::string>;
 
 struct CompileOptions {
   ConstOverrides defines;
+  // --batch-size: sets the constant the batch is written with (the leading
+  // dimension of the model's first input, docs/language.md), as -D would;
+  // an error where the batch is not written as a constant. 0: as the file
+  // says.
+  int64_t batchSize = 0;
   // Warn about parameters that no output depends on.
   bool warnUnused = true;
   // Where given: filled with the file's constants as compiled (-D applied),

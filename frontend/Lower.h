@@ -93,6 +93,9 @@ public:
 private:
   // ---- Constants, types, initialisers (LowerDecls.cpp) ----
   void lowerConsts(const FileAST &file);
+  // Adds --batch-size's define to `defines`, or reports why the batch
+  // cannot be sized.
+  void defineBatchSize(const FileAST &file, ConstOverrides &defines);
   std::optional<Number> evalConst(const Expr &e);
   std::optional<ir::TensorType> evalType(const TypeExpr &t);
   // The initialiser of a parameter of type `type` (kaiming_* need its fans).

@@ -134,7 +134,56 @@ std::optional<Number> Lowerer::evalConstCall(const Expr &e) {
   return r;
 }
 
+// The batch is what markBatch says it is: the first input's leading
+// dimension, as written. Only a constant's name can be set.
+void Lowerer::defineBatchSize(const FileAST &file, ConstOverrides &defines) {
+  std::string flag = "--batch-size " + std::to_string(options_.batchSize);
+  if (options_.batchSize < 0) {
+    diag_.error(flag + ": expected a positive number of samples");
+    return;
+  }
+  const Stmt *input = nullptr;
+  if (!file.models.empty())
+    for (const Stmt &s : file.models.front().body)
+      if (s.kind == StmtKind::Input) {
+        input = &s;
+        break;
+      }
+  if (!input || input->type.dims.empty()) {
+    diag_.error(flag + ": the model has no batch to size (" +
+                (input ? "its first input '" + input->name + "' is a scalar"
+                       : std::string("it has no input")) +
+                ")");
+    return;
+  }
+  const Expr &lead = *input->type.dims.front();
+  bool isConstant = lead.kind == ExprKind::Name &&
+                    llvm::any_of(file.consts, [&](const ConstDecl &c) {
+                      return c.name == lead.name;
+                    });
+  if (!isConstant) {
+    error(lead.loc, flag + ": the batch (the leading dimension of input '" +
+                        input->name +
+                        "') is not written as a constant of the file; "
+                        "declare one (const B = ...) and write the input's "
+                        "type with it");
+    return;
+  }
+  auto [it, added] =
+      defines.emplace(lead.name, std::to_string(options_.batchSize));
+  if (added)
+    return;
+  std::optional<Number> given = parseNumberText(it->second);
+  std::optional<int64_t> givenInt = given ? given->asInt() : std::nullopt;
+  if (givenInt != options_.batchSize)
+    diag_.error(flag + " and -D " + lead.name + "=" + it->second +
+                " set the batch constant '" + lead.name + "' differently");
+}
+
 void Lowerer::lowerConsts(const FileAST &file) {
+  ConstOverrides defines = options_.defines;
+  if (options_.batchSize != 0)
+    defineBatchSize(file, defines); // on an error, the file's sizes go on
   std::set<std::string> used;
   for (const ConstDecl &c : file.consts) {
     auto prev = consts_.find(c.name);
@@ -148,8 +197,8 @@ void Lowerer::lowerConsts(const FileAST &file) {
       badConsts_.insert(c.name);
       continue;
     }
-    auto def = options_.defines.find(c.name);
-    if (def != options_.defines.end()) {
+    auto def = defines.find(c.name);
+    if (def != defines.end()) {
       used.insert(c.name);
       std::string flag = "-D " + c.name + "=" + def->second;
       std::optional<Number> over = parseNumberText(def->second);
@@ -174,7 +223,7 @@ void Lowerer::lowerConsts(const FileAST &file) {
     }
     consts_[c.name] = ConstInfo{*value, c.loc};
   }
-  for (const auto &[name, text] : options_.defines) {
+  for (const auto &[name, text] : defines) {
     if (consts_.count(name) || used.count(name))
       continue;
     bool declared = false;

@@ -100,6 +100,11 @@ struct TensorInfo {
 struct SessionOptions {
   // Overrides of the model file's constants (like mgc's -D NAME=VALUE).
   std::map<std::string, std::string> defines;
+  // The batch size (like mgc's --batch-size N): sets the constant that the
+  // model's first input writes its leading dimension with, as a define
+  // would; the batch of a whole step, over every dp device and micro-batch.
+  // 0: as the model file says.
+  int64_t batchSize = 0;
   // Overrides of the model file's train section, e.g. {"lr", "3e-4"},
   // {"optimizer", "sgd"}; see docs/training.md for the keys.
   std::map<std::string, std::string> train;

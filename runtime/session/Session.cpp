@@ -224,13 +224,15 @@ Session::create(const std::string &path, const SessionOptions &options) {
           return c.status();
         }
         if (looksLikeExecutable(path)) {
-          if (!options.defines.empty() || !options.train.empty() ||
-              !options.mesh.empty() || options.zero != 0 ||
-              options.accumulate != 1 || !options.precision.empty()) {
+          if (!options.defines.empty() || options.batchSize != 0 ||
+              !options.train.empty() || !options.mesh.empty() ||
+              options.zero != 0 || options.accumulate != 1 ||
+              !options.precision.empty()) {
             diag.error(
                 "'" + path +
-                "' is a compiled executable: defines, training settings, "
-                "meshes and accumulation apply to model files (.mg) only");
+                "' is a compiled executable: defines, the batch size, "
+                "training settings, meshes and accumulation apply to model "
+                "files (.mg) only");
             return c.status();
           }
           auto exe = backend::readExecutableFile(path, diag);
@@ -252,6 +254,7 @@ Session::create(const std::string &path, const SessionOptions &options) {
         } else {
           frontend::CompileOptions compile;
           compile.defines = options.defines;
+          compile.batchSize = options.batchSize;
           compile.warnUnused = false;
           std::map<std::string, frontend::Number> constants;
           compile.constantsOut = &constants;

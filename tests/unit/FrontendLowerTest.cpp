@@ -304,3 +304,85 @@ TEST_CASE("frontend lower: random token soup never crashes") {
     CHECK((c.module != nullptr) == (c.errors == 0));
   }
 }
+
+namespace {
+// Compiles `text` with --batch-size `batch`: the diagnostics, and the
+// leading dimension of each input ("" when the model did not compile).
+std::pair<std::string, std::string> withBatchSize(const std::string &text,
+                                                  int64_t batch,
+                                                  ConstOverrides defines = {}) {
+  std::string diags;
+  llvm::raw_string_ostream os(diags);
+  DiagnosticEngine diag(os);
+  CompileOptions options;
+  options.defines = std::move(defines);
+  options.batchSize = batch;
+  auto module = compileModelSource("b.mg", text, options, diag);
+  std::string leads;
+  if (module && !diag.hasErrors())
+    for (const ir::Value *input : module->graph().inputs())
+      leads += input->name() + "=" +
+               std::to_string(input->type().shape.front()) + " ";
+  return {os.str(), leads};
+}
+} // namespace
+
+TEST_CASE("--batch-size sets the constant the first input's batch is written "
+          "with, and nothing else") {
+  const std::string model = "const B = 4, T = 4, D = 3\n"
+                            "const H = B * 2\n"
+                            "model m {\n"
+                            "  input x: f32[B, T, D]\n"
+                            "  input pos: i32[T]\n"
+                            "  input y: f32[B, T, D]\n"
+                            "  param w: f32[D, D]\n"
+                            "  loss = mse(x @ w, y)\n"
+                            "  output p = pos\n"
+                            "}\n";
+  auto [diags, leads] = withBatchSize(model, 6);
+  CHECK(diags == "");
+  // T = B = 4 in the file: only B moves.
+  CHECK(leads == "x=6 pos=4 y=6 ");
+  // -D of the same value agrees; of another is refused.
+  CHECK(withBatchSize(model, 6, {{"B", "6"}}).second == "x=6 pos=4 y=6 ");
+  CHECK(withBatchSize(model, 6, {{"B", "6.0"}}).second == "x=6 pos=4 y=6 ");
+  CHECK(withBatchSize(model, 6, {{"B", "5"}}).first ==
+        "mgc: error: --batch-size 6 and -D B=5 set the batch constant 'B' "
+        "differently\n");
+  CHECK(withBatchSize(model, 6, {{"T", "5"}}).second == "x=6 pos=5 y=6 ");
+}
+
+TEST_CASE("--batch-size is refused where the batch is not a constant") {
+  auto expression = withBatchSize("const B = 4\n"
+                                  "model m {\n"
+                                  "  input x: f32[B * 2, 3]\n"
+                                  "  output y = x\n"
+                                  "}\n",
+                                  8);
+  CHECK(llvm::StringRef(expression.first)
+            .startswith("b.mg:3:18: error: --batch-size 8: the batch (the "
+                        "leading dimension of input 'x') is not written as a "
+                        "constant of the file"));
+  CHECK(expression.second == "");
+  auto scalar = withBatchSize("model m {\n"
+                              "  input s: f32[]\n"
+                              "  output y = s\n"
+                              "}\n",
+                              8);
+  CHECK(scalar.first == "mgc: error: --batch-size 8: the model has no batch to "
+                        "size (its first input 's' is a scalar)\n");
+  auto none = withBatchSize("model m {\n"
+                            "  param w: f32[2]\n"
+                            "  output y = w\n"
+                            "}\n",
+                            8);
+  CHECK(none.first ==
+        "mgc: error: --batch-size 8: the model has no batch to size (it has no "
+        "input)\n");
+  CHECK(withBatchSize("const B = 4\nmodel m {\n  input x: f32[B]\n  output "
+                      "y = x\n}\n",
+                      -2)
+            .first ==
+        "mgc: error: --batch-size -2: expected a positive number of "
+        "samples\n");
+}

@@ -39,8 +39,6 @@ const CommandSpec &compileSpec() {
     s.positionalName = "a model file (MODEL.mg, or - for stdin)";
     s.minPositionals = s.maxPositionals = 1;
     s.options = {
-        {"-D", "NAME=VALUE", "override the constant NAME of the model file",
-         true},
         {"--emit",
          "KIND",
          "what to write: ir (the IR text) or exe (an executable: the "
@@ -75,6 +73,9 @@ const CommandSpec &compileSpec() {
          false,
          {"fp32", "bf16"}},
     };
+    // The model's sizes come first.
+    std::vector<OptionSpec> sizes = modelSizeOptions();
+    s.options.insert(s.options.begin(), sizes.begin(), sizes.end());
     for (auto &o : meshOptions())
       s.options.push_back(o);
     for (auto &o : outputOptions())
@@ -309,7 +310,9 @@ int runCompile(llvm::ArrayRef<std::string> rawArgs) {
     return exitCode;
 
   frontend::CompileOptions options;
-  if (std::string why = parseDefines(*args, options.defines); !why.empty()) {
+  if (std::string why =
+          parseModelSizes(*args, options.defines, options.batchSize);
+      !why.empty()) {
     llvm::errs() << "mgc compile: error: " << why << "\n";
     return kUsageError;
   }

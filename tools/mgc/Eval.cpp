@@ -51,8 +51,6 @@ const CommandSpec &evalSpec() {
     s.positionalName = "a model file (MODEL.mg or MODEL.mgx)";
     s.minPositionals = s.maxPositionals = 1;
     s.options = {
-        {"-D", "NAME=VALUE", "override the constant NAME of the model file",
-         true},
         {"--resume", "CKPT",
          "the checkpoint whose parameters are evaluated (any checkpoint "
          "mgc run saved, sharded ones included); without it, the initial "
@@ -67,6 +65,9 @@ const CommandSpec &evalSpec() {
          "seed of the initial parameters (default: train.seed, "
          "else 0)"},
     };
+    // The model's sizes come first.
+    std::vector<OptionSpec> sizes = modelSizeOptions();
+    s.options.insert(s.options.begin(), sizes.begin(), sizes.end());
     for (OptionSpec o : dataOptions())
       s.options.push_back(o);
     for (OptionSpec o : std::vector<OptionSpec>{
@@ -116,7 +117,9 @@ int runEval(llvm::ArrayRef<std::string> rawArgs) {
   const std::string modelPath = args->positionals[0];
 
   SessionOptions options;
-  if (std::string why = parseDefines(*args, options.defines); !why.empty())
+  if (std::string why =
+          parseModelSizes(*args, options.defines, options.batchSize);
+      !why.empty())
     return usage(why);
   int64_t maxBatches = 0, seed = 0;
   if (std::string why = parseThreads(*args, options.threads); !why.empty())
@@ -145,7 +148,8 @@ int runEval(llvm::ArrayRef<std::string> rawArgs) {
                  "random data would mean nothing)");
   data.shuffle = false;
 
-  ModelFacts facts = inspectModel(modelPath, options.defines);
+  ModelFacts facts =
+      inspectModel(modelPath, options.defines, options.batchSize);
   if (facts.read && !facts.hasLoss)
     return evalError("'" + modelPath +
                      "' has no loss: mgc eval reports the mean of a model's "

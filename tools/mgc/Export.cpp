@@ -39,8 +39,6 @@ const CommandSpec &exportSpec() {
     s.positionalName = "a model file (MODEL.mg)";
     s.minPositionals = s.maxPositionals = 1;
     s.options = {
-        {"-D", "NAME=VALUE", "override the constant NAME of the model file",
-         true},
         {"--from", "CKPT",
          "the checkpoint whose parameters are written: one mgc saved "
          "(sharded ones included) or a Hugging Face one; it must hold every "
@@ -60,6 +58,9 @@ const CommandSpec &exportSpec() {
          false,
          {"f32", "bf16", "f16"}},
     };
+    // The model's sizes come first.
+    std::vector<OptionSpec> sizes = modelSizeOptions();
+    s.options.insert(s.options.begin(), sizes.begin(), sizes.end());
     s.details =
         "The name map (MODEL.hf.json beside the model file, or --hf-map)\n"
         "says which Hugging Face tensor holds which parameter; the\n"
@@ -83,7 +84,9 @@ int runExport(llvm::ArrayRef<std::string> rawArgs) {
                              exportSpec().usage + ")",
                          kUsageError);
   SessionOptions options;
-  if (std::string why = parseDefines(*args, options.defines); !why.empty())
+  if (std::string why =
+          parseModelSizes(*args, options.defines, options.batchSize);
+      !why.empty())
     return exportError(why, kUsageError);
   options.hfMap = args->get("--hf-map");
   HuggingFaceExport how;

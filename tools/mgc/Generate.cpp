@@ -83,8 +83,6 @@ const CommandSpec &generateSpec() {
     s.positionalName = "a model file (MODEL.mg)";
     s.minPositionals = s.maxPositionals = 1;
     s.options = {
-        {"-D", "NAME=VALUE", "override the constant NAME of the model file",
-         true},
         {"--resume", "CKPT",
          "the checkpoint whose parameters generate: one mgc saved, or a "
          "Hugging Face checkpoint through the model's name map (without it, "
@@ -119,10 +117,13 @@ const CommandSpec &generateSpec() {
          "output holding the logits [..., T, V] (default logits)"},
         {"--threads", "N", "CPU worker threads (default: one per core)"},
     };
+    // The model's sizes come first.
+    std::vector<OptionSpec> sizes = modelSizeOptions();
+    s.options.insert(s.options.begin(), sizes.begin(), sizes.end());
     s.details =
         "Every sequence of the model's batch (the tokens input's leading\n"
         "axes) starts from the prompt and is sampled with its own draws;\n"
-        "each is printed (give -D B=1 for one). The sequence stops after\n"
+        "each is printed (--batch-size 1 for one). The sequence stops after\n"
         "--max-tokens new tokens or when it fills the model's context (the\n"
         "tokens input's last axis). With --prompt, tokens are bytes: only\n"
         "the first 256 logits are sampled. A summary with the time per\n"
@@ -143,7 +144,9 @@ int runGenerate(llvm::ArrayRef<std::string> rawArgs) {
 
   SessionOptions options;
   options.hfMap = args->get("--hf-map");
-  if (std::string why = parseDefines(*args, options.defines); !why.empty())
+  if (std::string why =
+          parseModelSizes(*args, options.defines, options.batchSize);
+      !why.empty())
     return usage(why);
   int64_t seed = 0, maxTokens = 64;
   SamplingOptions sampling;

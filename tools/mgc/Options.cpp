@@ -179,14 +179,31 @@ bool splitBinding(const std::string &s, std::string &name,
   return true;
 }
 
-std::string parseDefines(const ParsedArgs &args,
-                         std::map<std::string, std::string> &defines) {
+std::vector<OptionSpec> modelSizeOptions() {
+  return {
+      {"-D", "NAME=VALUE", "override the constant NAME of the model file",
+       true},
+      {"--batch-size", "N",
+       "the batch size: sets the constant that the first input's leading "
+       "dimension is written with (B in the samples); in training, the "
+       "samples of a whole step over all devices and micro-batches"},
+  };
+}
+
+std::string parseModelSizes(const ParsedArgs &args,
+                            std::map<std::string, std::string> &defines,
+                            int64_t &batchSize) {
   for (const std::string &define : args.getAll("-D")) {
     std::string name, value;
     if (!splitBinding(define, name, value))
       return "-D expects NAME=VALUE, got '" + define + "'";
     defines[name] = value;
   }
+  batchSize = 0;
+  if (args.has("--batch-size") &&
+      !parseInt(args.get("--batch-size"), 1, batchSize))
+    return "--batch-size expects a positive integer, got '" +
+           args.get("--batch-size") + "'";
   return "";
 }
 

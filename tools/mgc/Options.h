@@ -73,10 +73,15 @@ std::string formatHelp(const CommandSpec &spec);
 // when there is none or the name is empty.
 bool splitBinding(const std::string &s, std::string &name, std::string &value);
 
-// Reads every -D NAME=VALUE into `defines`; returns the usage error of a
-// malformed one, empty when there is none.
-std::string parseDefines(const ParsedArgs &args,
-                         std::map<std::string, std::string> &defines);
+// -D NAME=VALUE and --batch-size N: the model's sizes, options of every
+// command that compiles a model file.
+std::vector<OptionSpec> modelSizeOptions();
+// Reads every -D NAME=VALUE into `defines` and --batch-size into
+// `batchSize` (0 when absent); returns the usage error of a malformed one,
+// empty when there is none.
+std::string parseModelSizes(const ParsedArgs &args,
+                            std::map<std::string, std::string> &defines,
+                            int64_t &batchSize);
 
 // A decimal integer >= min (counts, seeds, steps); false when `s` is not.
 bool parseInt(const std::string &s, int64_t min, int64_t &out);

@@ -138,7 +138,9 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
 
   SessionOptions options;
   options.hfMap = args->get("--hf-map");
-  if (std::string why = parseDefines(*args, options.defines); !why.empty())
+  if (std::string why =
+          parseModelSizes(*args, options.defines, options.batchSize);
+      !why.empty())
     return usageError(why);
   for (const TrainFlag &f : trainFlags())
     if (args->has(f.flag))
@@ -279,7 +281,8 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
         return errorExit(output.what + ": " + llvm::toString(std::move(err)) +
                          " (checked before the first step)");
 
-  ModelFacts facts = inspectModel(modelPath, options.defines);
+  ModelFacts facts =
+      inspectModel(modelPath, options.defines, options.batchSize);
   // What a model without a loss or parameters lacks, in the words of the
   // model file rather than the library's.
   if (facts.read && !facts.hasLoss)

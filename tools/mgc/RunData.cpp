@@ -104,7 +104,8 @@ void collectIntRanges(const ir::Module &module, ModelFacts &facts) {
 } // namespace
 
 ModelFacts inspectModel(const std::string &path,
-                        const std::map<std::string, std::string> &defines) {
+                        const std::map<std::string, std::string> &defines,
+                        int64_t batchSize) {
   ModelFacts facts;
   std::string ignored;
   llvm::raw_string_ostream sink(ignored);
@@ -118,6 +119,7 @@ ModelFacts inspectModel(const std::string &path,
   } else {
     frontend::CompileOptions options;
     options.defines = defines;
+    options.batchSize = batchSize;
     options.warnUnused = false;
     module = frontend::compileModelFile(path, options, diag);
     if (!module || diag.hasErrors())

@@ -38,7 +38,8 @@ struct ModelFacts {
 // Compiles (.mg) or reads (.mgx) the model once more to learn its facts.
 // Errors are not reported here: the session reports them.
 ModelFacts inspectModel(const std::string &path,
-                        const std::map<std::string, std::string> &defines);
+                        const std::map<std::string, std::string> &defines,
+                        int64_t batchSize);
 
 struct DataChoice {
   // --data NAME=FILE, in order.

@@ -46,8 +46,8 @@ const CommandSpec &runSpec() {
     CommandSpec s;
     s.name = "run";
     s.usage =
-        "mgc run MODEL.mg|MODEL.mgx [-D NAME=VALUE]... [--steps N] "
-        "[--seed S]\n"
+        "mgc run MODEL.mg|MODEL.mgx [-D NAME=VALUE]... [--batch-size N] "
+        "[--steps N] [--seed S]\n"
         "       [--data NAME=FILE.npy]... [--text FILE | --tokens FILE "
         "--token-dtype u16|i32]\n"
         "       [--lr X] [--optimizer sgd|adamw] [--save CKPT] "
@@ -70,8 +70,6 @@ const CommandSpec &runSpec() {
     s.positionalName = "a model file (MODEL.mg or MODEL.mgx)";
     s.minPositionals = s.maxPositionals = 1;
     s.options = {
-        {"-D", "NAME=VALUE", "override the constant NAME of the model file",
-         true},
         {"--steps", "N",
          "train until step N, counted from the start of training (a "
          "resumed run continues to N; 0 with --save writes the initial "
@@ -82,6 +80,9 @@ const CommandSpec &runSpec() {
          "synthetic data: integer input NAME holds values in [0, N)", true},
         {"--no-shuffle", "", "read .npy rows and token windows in order"},
     };
+    // The model's sizes come first.
+    std::vector<OptionSpec> sizes = modelSizeOptions();
+    s.options.insert(s.options.begin(), sizes.begin(), sizes.end());
     // The data flags sit where they always have, before --int-range.
     auto intRange = s.options.end() - 2;
     std::vector<OptionSpec> data = dataOptions();
