@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang-14 + ASan/UBSan and runs one.
-#   scripts/fuzz.sh [frontend|ir_text|safetensors|npy|executable] [SECONDS]
+#   scripts/fuzz.sh [frontend|ir_text|safetensors|npy|executable|cli_lists] [SECONDS]
 #   (default: frontend 600)
 # The corpus is seeded from the samples and the test inputs (for the file
 # formats: files written by mgc itself); crashes are written to
@@ -52,8 +52,20 @@ npy("f2.npy", "<f2", (2,), struct.pack("<2e", 1.5, -2.0))
 PY
   rm -rf "$tmp"
 }
+# The command-line lists: the first byte picks the parser (0: a list
+# option, 1: --mesh, 2: --stages with the stage and layer counts in the
+# next two bytes, 3: --passes, 4: a command line, one argument per line).
+cli_seeds() {
+  printf '\0\0\00015496, 11,616,1438 ,318' > "$corpus/prompt-tokens"
+  printf '\1\0\0dp=2[3,1],tp=2,pp=2' > "$corpus/mesh"
+  printf '\2\3\0170-3,4-7,8-11,12-15' > "$corpus/stages"
+  printf '\3\0\0mixed-precision,autodiff, optimizer,cse' > "$corpus/passes"
+  printf '\4\0\0--mesh\ndp=2,tp=2\n--dp-weights\n3,1\n--batch-size\n8\n-D\nB=4' \
+    > "$corpus/command-line"
+}
 case $target in
   frontend) seed "$root/samples" "$root/tests/lit" -name '*.mg' ;;
+  cli_lists) cli_seeds ;;
   ir_text) seed "$root/tests/lit" -name '*.mgir' ;;
   safetensors | npy | executable) make_seeds ;;
 esac

@@ -99,3 +99,23 @@ TEST_CASE("--help wins over missing arguments and lists every option") {
   CHECK(help.find("--emit=KIND") != std::string::npos);
   CHECK(help.find("(ir, plan)") != std::string::npos);
 }
+
+TEST_CASE("integer lists: each piece bounded, the bad one named") {
+  std::string error;
+  auto a = parse({"m.mg", "-o", " 3, 1,4 "}, error);
+  REQUIRE(a);
+  std::vector<int64_t> out{9};
+  CHECK(a->getIntList("-o", 1, 10, "weights", out) == "");
+  CHECK(out == std::vector<int64_t>{3, 1, 4});
+  for (const char *bad : {"3,,4", "3,x", "3,11", "3,0", "3,-1",
+                          "3,99999999999999999999", "3,4.0"}) {
+    auto b = parse({"m.mg", "-o", bad}, error);
+    REQUIRE(b);
+    std::string why = b->getIntList("-o", 1, 10, "weights", out);
+    CHECK(llvm::StringRef(why).startswith(
+        "-o expects weights separated by commas, got '"));
+  }
+  auto c = parse({"m.mg", "-o", "3,99999999999999999999"}, error);
+  CHECK(c->getIntList("-o", 1, 10, "weights", out) ==
+        "-o expects weights separated by commas, got '99999999999999999999'");
+}

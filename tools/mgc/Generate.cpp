@@ -54,14 +54,10 @@ std::string readPrompt(const ParsedArgs &args, std::vector<int64_t> &ids) {
     for (unsigned char byte : args.get("--prompt"))
       ids.push_back(byte);
   } else {
-    for (const std::string &part : args.getList("--prompt-tokens")) {
-      int64_t id;
-      if (!parseInt(part, 0, id) || id > INT32_MAX)
-        return "--prompt-tokens expects token ids >= 0 separated by commas, "
-               "got '" +
-               part + "'";
-      ids.push_back(id);
-    }
+    std::string why =
+        args.getIntList("--prompt-tokens", 0, INT32_MAX, "token ids >= 0", ids);
+    if (!why.empty())
+      return why;
   }
   if (ids.empty())
     return "the prompt is empty: give at least one token";

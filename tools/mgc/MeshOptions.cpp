@@ -102,26 +102,20 @@ std::optional<MeshChoice> parseMeshChoice(const ParsedArgs &args,
     if (!dp)
       return usage("--dp-weights needs a mesh with a dp axis (--mesh or "
                    "--devices)");
-    std::vector<std::string> parts = args.getList("--dp-weights");
-    if (static_cast<int64_t>(parts.size()) != dp->size)
-      return usage("--dp-weights has " + std::to_string(parts.size()) +
+    std::vector<int64_t> weights;
+    std::string why = args.getIntList("--dp-weights", 1, 1000000,
+                                      "positive integers", weights);
+    if (!why.empty())
+      return usage(why);
+    if (static_cast<int64_t>(weights.size()) != dp->size)
+      return usage("--dp-weights has " + std::to_string(weights.size()) +
                    " weights for dp=" + std::to_string(dp->size) +
                    ": expected one per dp device");
     std::vector<ir::MeshAxis> axes(choice.mesh->axes().begin(),
                                    choice.mesh->axes().end());
     for (ir::MeshAxis &a : axes)
-      if (a.name == ir::kDataAxis) {
-        a.weights.clear();
-        for (const std::string &p : parts) {
-          int64_t w = 0;
-          if (llvm::StringRef(p).getAsInteger(10, w) || w < 1 || w > 1000000)
-            return usage("--dp-weights expects positive integers, got '" + p +
-                         "'");
-          a.weights.push_back(w);
-        }
-        if (ir::allEqual(a.weights))
-          a.weights.clear();
-      }
+      if (a.name == ir::kDataAxis)
+        a.weights = ir::allEqual(weights) ? std::vector<int64_t>{} : weights;
     choice.mesh = ir::Mesh(std::move(axes));
   }
   if (args.has("--zero")) {

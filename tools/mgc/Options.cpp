@@ -26,6 +26,20 @@ std::vector<std::string> ParsedArgs::getList(llvm::StringRef name,
   return out;
 }
 
+std::string ParsedArgs::getIntList(llvm::StringRef name, int64_t min,
+                                   int64_t max, llvm::StringRef what,
+                                   std::vector<int64_t> &out) const {
+  out.clear();
+  for (const std::string &piece : getList(name)) {
+    int64_t v = 0;
+    if (!parseInt(piece, min, v) || v > max)
+      return name.str() + " expects " + what.str() +
+             " separated by commas, got '" + piece + "'";
+    out.push_back(v);
+  }
+  return "";
+}
+
 std::vector<std::string> ParsedArgs::getAll(llvm::StringRef name) const {
   auto it = values_.find(name.str());
   return it == values_.end() ? std::vector<std::string>{} : it->second;

@@ -53,6 +53,11 @@ public:
   // trimmed and owned (pieces of get()'s temporary string would dangle).
   std::vector<std::string> getList(llvm::StringRef name,
                                    char separator = ',') const;
+  // The last value of a list option as integers in [min, max], one per
+  // comma-separated piece. Returns the usage error ("NAME expects WHAT
+  // separated by commas, got 'PIECE'"), empty when every piece is one.
+  std::string getIntList(llvm::StringRef name, int64_t min, int64_t max,
+                         llvm::StringRef what, std::vector<int64_t> &out) const;
   void add(const std::string &name, std::string value) {
     values_[name].push_back(std::move(value));
   }
