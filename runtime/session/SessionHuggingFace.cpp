@@ -5,6 +5,7 @@
 #include "runtime/session/SessionImpl.h"
 
 #include "runtime/HfCheckpoint.h"
+#include "runtime/HfMap.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -41,6 +42,15 @@ Result<runtime::HfMap> sessionMap(const Session::Impl &impl,
   return std::move(*map);
 }
 
+// The model's constants as the name map compares them with config.json.
+runtime::ModelConstants jsonConstants(const Session::Impl &impl) {
+  runtime::ModelConstants out;
+  for (const auto &[name, n] : impl.constants)
+    out.emplace(name,
+                n.isInt ? llvm::json::Value(n.i) : llvm::json::Value(n.f));
+  return out;
+}
+
 } // namespace
 
 namespace session {
@@ -48,9 +58,7 @@ namespace session {
 void setHuggingFaceMap(
     Session::Impl &impl, const std::string &modelPath, const std::string &given,
     const std::map<std::string, frontend::Number> &constants) {
-  for (const auto &[name, n] : constants)
-    impl.constants.insert_or_assign(name, n.isInt ? llvm::json::Value(n.i)
-                                                  : llvm::json::Value(n.f));
+  impl.constants = constants;
   if (!given.empty()) {
     impl.hfMap = given;
     return;
@@ -73,7 +81,7 @@ Result<runtime::TensorMap> readHuggingFace(const Session::Impl &impl,
   auto imported =
       runtime::importHf(*map, checkpoint->tensors,
                         checkpoint->config ? &*checkpoint->config : nullptr,
-                        paramTypes(impl), impl.constants, path);
+                        paramTypes(impl), jsonConstants(impl), path);
   if (!imported)
     return Status::error("error: " + llvm::toString(imported.takeError()));
   report.hfMap = impl.hfMap;
@@ -109,7 +117,7 @@ Status Session::exportHuggingFace(const std::string &folder,
     if (options.vocabulary > 0)
       how.vocabulary = options.vocabulary;
     how.dtype = static_cast<ir::DType>(options.dtype);
-    auto exported = runtime::exportHf(*map, params, impl_->constants, how);
+    auto exported = runtime::exportHf(*map, params, jsonConstants(*impl_), how);
     if (!exported)
       return Status::error("error: " + llvm::toString(exported.takeError()));
     if (llvm::Error err = runtime::saveHfCheckpoint(folder, exported->tensors,

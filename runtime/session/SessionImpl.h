@@ -10,7 +10,6 @@
 #include "backend/ProcessGroup.h"
 #include "backend/cpu/CpuExecutor.h"
 #include "frontend/ConstEval.h"
-#include "runtime/HfMap.h"
 #include "runtime/session/MeshRunner.h"
 #include "support/Diagnostics.h"
 
@@ -64,7 +63,7 @@ struct Session::Impl {
   std::string sourceName, sourceText;
   // A model file's constants as compiled, and the name map of Hugging Face
   // checkpoints ("" where there is none): SessionHuggingFace.cpp.
-  runtime::ModelConstants constants;
+  std::map<std::string, frontend::Number> constants;
   std::string hfMap;
   // Every parameter and state tensor, and the fed inputs, by name.
   backend::cpu::NamedTensors persistent, fed;
