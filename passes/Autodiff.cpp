@@ -8,6 +8,8 @@
 #include "passes/Autodiff.h"
 
 #include "passes/GradRules.h"
+#include "passes/LossScale.h"
+#include "passes/MixedPrecision.h"
 #include "passes/PassManager.h"
 
 #include "ir/Builder.h"
@@ -52,7 +54,8 @@ llvm::DenseSet<const Value *> activeValues(const ir::Graph &g) {
 
 } // namespace
 
-LogicalResult differentiate(ir::Module &module, DiagnosticEngine &diag) {
+LogicalResult differentiate(ir::Module &module, DiagnosticEngine &diag,
+                            bool scaleLoss) {
   // The rules trust operand types and attributes (as the interpreter's
   // evaluators do); a module that does not verify is refused, not read out
   // of bounds.
@@ -96,7 +99,19 @@ LogicalResult differentiate(ir::Module &module, DiagnosticEngine &diag) {
     b.setLoc(loss->loc());
     if (const Op *def = loss->definingOp())
       b.setScope(def->scope());
-    cotangent[loss] = b.constant(1.0, loss->type().dtype);
+    Value *seed = b.constant(1.0, loss->type().dtype);
+    if (scaleLoss) {
+      seed = addLossScale(g, b);
+      if (seed && seed->type().dtype != loss->type().dtype)
+        seed = b.create(ir::OpKind::Cast, {seed},
+                        {{"dtype", ir::dtypeName(loss->type().dtype).str()}})
+                   .value;
+    }
+    if (!seed) {
+      diag.error(loss->loc(), "autodiff: internal error: no loss scale");
+      return failure();
+    }
+    cotangent[loss] = seed;
   }
 
   for (auto it = forward.rbegin(); it != forward.rend(); ++it) {
@@ -194,7 +209,12 @@ class AutodiffPass : public Pass {
 public:
   llvm::StringRef name() const override { return "autodiff"; }
   LogicalResult run(ir::Module &module, DiagnosticEngine &diag) override {
-    return differentiate(module, diag);
+    // fp16 scales the loss; the mixed-precision pass before this one read
+    // the same setting.
+    FailureOr<Precision> precision = readPrecision(module.attrs(), diag);
+    if (precision.failed())
+      return failure();
+    return differentiate(module, diag, *precision == Precision::FP16);
   }
 };
 

@@ -20,6 +20,12 @@ std::string gradOutputName(llvm::StringRef paramName);
 // or the loss depends on a parameter through an op that is not
 // differentiable. On failure the module may hold unused backward ops but no
 // new outputs.
-LogicalResult differentiate(ir::Module &module, DiagnosticEngine &diag);
+//
+// The backward starts from the cotangent 1 of the loss, or, with
+// `scaleLoss` (fp16 training), from the dynamic loss scale of
+// passes/LossScale.h, whose state it adds: every gradient is then the
+// scale times the loss's, and the optimizer divides it back.
+LogicalResult differentiate(ir::Module &module, DiagnosticEngine &diag,
+                            bool scaleLoss = false);
 
 } // namespace mgc::passes

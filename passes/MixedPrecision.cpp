@@ -44,15 +44,26 @@ using ir::OpKind;
 using ir::Value;
 
 const char *precisionName(Precision precision) {
-  return precision == Precision::BF16 ? "bf16" : "fp32";
+  switch (precision) {
+  case Precision::BF16:
+    return "bf16";
+  case Precision::FP16:
+    return "fp16";
+  case Precision::FP32:
+    break;
+  }
+  return "fp32";
 }
 
 std::optional<Precision> parsePrecision(llvm::StringRef text) {
-  if (text == "fp32")
-    return Precision::FP32;
-  if (text == "bf16")
-    return Precision::BF16;
+  for (Precision p : {Precision::FP32, Precision::BF16, Precision::FP16})
+    if (text == precisionName(p))
+      return p;
   return std::nullopt;
+}
+
+DType lowType(Precision precision) {
+  return precision == Precision::FP16 ? DType::F16 : DType::BF16;
 }
 
 FailureOr<Precision> readPrecision(const ir::Attrs &moduleAttrs,
@@ -64,7 +75,7 @@ FailureOr<Precision> readPrecision(const ir::Attrs &moduleAttrs,
     if (std::optional<Precision> p = parsePrecision(*s))
       return *p;
   diag.error(std::string("invalid setting ") + kPrecisionAttr + " = " +
-             ir::formatAttrValue(*v) + ": expected fp32 or bf16");
+             ir::formatAttrValue(*v) + ": expected " + kPrecisionChoices);
   return failure();
 }
 
@@ -135,7 +146,7 @@ llvm::DenseSet<const Op *> liveOps(const ir::Graph &g) {
 
 class Converter {
 public:
-  explicit Converter(ir::Graph &g) : g_(g), b_(g) {}
+  Converter(ir::Graph &g, DType low) : g_(g), b_(g), low_(low) {}
 
   LogicalResult run(DiagnosticEngine &diag) {
     llvm::DenseMap<const Value *, llvm::SmallVector<const Op *, 2>> users;
@@ -162,16 +173,16 @@ public:
       Rule rule = ruleOf(op);
       switch (rule) {
       case Rule::Low:
-        castOperands(op, DType::F32, DType::BF16);
+        castOperands(op, DType::F32, low_);
         break;
       case Rule::High:
-        castOperands(op, DType::BF16, DType::F32);
+        castOperands(op, low_, DType::F32);
         break;
       case Rule::Follow:
-        if (llvm::any_of(op.operands(), [](const Value *v) {
-              return v->type().dtype == DType::BF16;
+        if (llvm::any_of(op.operands(), [&](const Value *v) {
+              return v->type().dtype == low_;
             }))
-          castOperands(op, DType::F32, DType::BF16);
+          castOperands(op, DType::F32, low_);
         break;
       case Rule::Lookup:
       case Rule::Keep:
@@ -180,9 +191,9 @@ public:
       if (!error_.empty() || failed(retype(op)))
         return fail(diag, op);
       if (rule == Rule::Lookup && op.type().dtype == DType::F32 &&
-          !castToBF16Only(users.lookup(op.result()))) {
+          !castToLowOnly(users.lookup(op.result()))) {
         b_.setInsertionPoint(std::next(it));
-        Value *rows = castTo(op.result(), DType::BF16);
+        Value *rows = castTo(op.result(), low_);
         if (!rows)
           return fail(diag, op);
         replaced[op.result()] = rows;
@@ -245,11 +256,12 @@ private:
     return success();
   }
 
-  // Whether every user casts to bf16 already (the pass ran before).
-  static bool castToBF16Only(llvm::ArrayRef<const Op *> users) {
-    return !users.empty() && llvm::all_of(users, [](const Op *u) {
+  // Whether every user casts to the low type already (the pass ran
+  // before).
+  bool castToLowOnly(llvm::ArrayRef<const Op *> users) const {
+    return !users.empty() && llvm::all_of(users, [&](const Op *u) {
       return u->kind() == OpKind::Cast &&
-             u->attrs().getString("dtype") == ir::dtypeName(DType::BF16);
+             u->attrs().getString("dtype") == ir::dtypeName(low_);
     });
   }
 
@@ -297,12 +309,14 @@ private:
 
   LogicalResult fail(DiagnosticEngine &diag, const Op &op) {
     diag.error(op.loc(), "mixed-precision: cannot convert " + op.name() +
-                             " to bf16: " + error_);
+                             " to " + ir::dtypeName(low_).str() + ": " +
+                             error_);
     return failure();
   }
 
   ir::Graph &g_;
   ir::Builder b_;
+  DType low_; // bf16 or f16
   std::map<std::pair<const Value *, DType>, Value *> casts_;
   llvm::DenseSet<const Op *> created_;
   std::string error_;
@@ -310,7 +324,10 @@ private:
 
 } // namespace
 
-LogicalResult convertToBF16(ir::Module &module, DiagnosticEngine &diag) {
+LogicalResult convertPrecision(ir::Module &module, Precision precision,
+                               DiagnosticEngine &diag) {
+  if (precision == Precision::FP32)
+    return success();
   // The rules trust operand types and arities, as autodiff does.
   if (failed(ir::verify(module, diag))) {
     diag.error("mixed-precision needs a valid module ('" + module.name() +
@@ -333,7 +350,7 @@ LogicalResult convertToBF16(ir::Module &module, DiagnosticEngine &diag) {
                             "'; run mixed-precision before autodiff");
       return failure();
     }
-  return Converter(g).run(diag);
+  return Converter(g, lowType(precision)).run(diag);
 }
 
 namespace {
@@ -345,9 +362,7 @@ public:
     FailureOr<Precision> precision = readPrecision(module.attrs(), diag);
     if (precision.failed())
       return failure();
-    if (*precision == Precision::FP32)
-      return success();
-    return convertToBF16(module, diag);
+    return convertPrecision(module, *precision, diag);
   }
 };
 

@@ -12,17 +12,22 @@
 
 namespace mgc::passes {
 
-enum class Precision { FP32, BF16 };
+// FP16 also scales the loss (passes/LossScale.h): f16's range is too small
+// for the gradients of a loss of 1.
+enum class Precision { FP32, BF16, FP16 };
 
 // The module attribute that selects the precision: "fp32" (also when it is
-// absent) or "bf16". A training setting: the model file's train section,
-// `mgc run --precision` and SessionOptions::precision set it.
+// absent), "bf16" or "fp16". A training setting: the model file's train
+// section, `mgc run --precision` and SessionOptions::precision set it.
 inline constexpr const char *kPrecisionAttr = "train.precision";
+inline constexpr const char *kPrecisionChoices = "fp32, bf16 or fp16";
 
-// "fp32", "bf16".
+// "fp32", "bf16", "fp16".
 const char *precisionName(Precision precision);
-// Parses "fp32" or "bf16".
+// Parses "fp32", "bf16" or "fp16".
 std::optional<Precision> parsePrecision(llvm::StringRef text);
+// The element type the low precision computes in: bf16 or f16.
+ir::DType lowType(Precision precision);
 
 // The precision `attrs` select. Reports a value that is not one of the
 // words above, naming the attribute, and fails.
@@ -30,14 +35,15 @@ FailureOr<Precision> readPrecision(const ir::Attrs &moduleAttrs,
                                    DiagnosticEngine &diag);
 
 // Rewrites a forward module (no gradient outputs, no state, no updates) to
-// compute in bf16: matmul and attention take bf16 operands (each f32 value,
-// a weight among them, cast once), the ops between them follow their bf16
-// operands, and the numerically sensitive ops (normalisations, losses,
-// sums and means, exp, log, square roots) compute in f32. Embedding looks
-// up the f32 table and casts the rows it gathers. Arguments and outputs
-// keep their types. Does nothing to values that are not f32 (integers,
-// f64). Running it again changes nothing. Reports and fails on a module
-// that is already a training step.
-LogicalResult convertToBF16(ir::Module &module, DiagnosticEngine &diag);
+// compute in the precision's low type (below, bf16; f16 alike): matmul and
+// attention take bf16 operands (each f32 value, a weight among them, cast
+// once), the ops between them follow their bf16 operands, and the numerically
+// sensitive ops (normalisations, losses, sums and means, exp, log, square
+// roots) compute in f32. Embedding looks up the f32 table and casts the rows it
+// gathers. Arguments and outputs keep their types. Does nothing to values that
+// are not f32 (integers, f64). Running it again changes nothing. Reports and
+// fails on a module that is already a training step. FP32 changes nothing.
+LogicalResult convertPrecision(ir::Module &module, Precision precision,
+                               DiagnosticEngine &diag);
 
 } // namespace mgc::passes

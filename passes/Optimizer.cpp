@@ -12,6 +12,7 @@
 #include "passes/Optimizer.h"
 
 #include "passes/Autodiff.h"
+#include "passes/LossScale.h"
 #include "passes/PassManager.h"
 
 #include "ir/Builder.h"
@@ -24,6 +25,7 @@
 #include <cmath>
 #include <map>
 #include <numbers>
+#include <optional>
 #include <vector>
 
 namespace mgc::passes {
@@ -177,7 +179,12 @@ LogicalResult checkModule(ir::Module &module, const OptimizerConfig &c,
     return failure();
   }
   ir::Graph &g = module.graph();
-  if (!g.updates().empty() || !g.states().empty()) {
+  // The one state before the optimizer's: fp16's loss scale, which
+  // autodiff adds.
+  bool foreignState = llvm::any_of(g.states(), [](const Value *st) {
+    return st->name() != kLossScaleState;
+  });
+  if (!g.updates().empty() || foreignState) {
     diag.error("module '" + module.name() +
                "' already has state or updates (the optimizer runs once)");
     return failure();
@@ -242,6 +249,11 @@ LogicalResult checkModule(ir::Module &module, const OptimizerConfig &c,
   claim(kStepStateName, false);
   claim(kLROutputName, true);
   claim(kGradNormOutputName, true);
+  if (g.findArgument(kLossScaleState)) {
+    claim(kLossScaleGoodStepsState, false);
+    claim(kSkippedStepsState, false);
+    claim(kLossScaleOutputName, true);
+  }
   for (const ParamSlot &s : slots) {
     const std::string &n = s.param->name();
     if (c.kind == OptimizerKind::SGD && c.momentum != 0)
@@ -303,7 +315,27 @@ LogicalResult buildTrainingStep(ir::Module &module, const OptimizerConfig &c,
   std::vector<std::pair<Value *, Value *>> updates; // target, value
   Value *t = sb.add(stepState, sb.scalar(1.0));
   Value *lr = buildSchedule(sb, c, t);
+  // fp16: the gradients come multiplied by the loss scale.
+  std::optional<LossScaleStep> scaling = LossScaleStep::start(g, b);
+  if (scaling)
+    for (ParamSlot &s : slots) {
+      b.setLoc(s.param->loc());
+      b.setScope(s.scope);
+      s.grad = scaling->unscale(s.grad);
+    }
+  b.setLoc(stepLoc);
+  b.setScope("");
   Value *gradNorm = buildGlobalNorm(sb, slots);
+  // With scaling, a step whose gradients overflowed keeps every tensor:
+  // its coefficients say so (`unless`), its gradients are 0.
+  auto unless = [&](Value *v, double onOverflow) {
+    return scaling ? scaling->unlessOverflow(v, onOverflow) : v;
+  };
+  Value *updatesMade = t; // AdamW's t
+  if (scaling) {
+    scaling->checkOverflow(gradNorm, stepLoc);
+    updatesMade = scaling->updateCount(t);
+  }
   Value *clipScale = nullptr;
   if (c.clipGradNorm > 0) {
     // torch.nn.utils.clip_grad_norm_: max_norm / (norm + 1e-6), clamped to 1.
@@ -312,44 +344,48 @@ LogicalResult buildTrainingStep(ir::Module &module, const OptimizerConfig &c,
     Value *norm = sb.add(gradNorm, tiny);
     Value *coef = sb.div(maxNorm, norm);
     Value *one = sb.scalar(1.0);
-    clipScale = sb.op(OpKind::Minimum, {coef, one});
+    clipScale = unless(sb.op(OpKind::Minimum, {coef, one}), 1.0);
   }
   Value *stepSize = nullptr, *sqrtBC2 = nullptr, *decay = nullptr;
   if (c.kind == OptimizerKind::AdamW) {
     // 1 - beta^t = 1 - exp(t * log(beta)).
     auto biasCorrection = [&](double beta) {
       Value *logBeta = sb.scalar(std::log(beta));
-      Value *exponent = sb.mul(t, logBeta);
+      Value *exponent = sb.mul(updatesMade, logBeta);
       Value *power = sb.op(OpKind::Exp, {exponent});
       Value *one = sb.scalar(1.0);
       return sb.sub(one, power);
     };
     Value *bc1 = biasCorrection(c.beta1);
-    stepSize = sb.div(lr, bc1);
+    stepSize = unless(sb.div(lr, bc1), 0.0);
     Value *bc2 = biasCorrection(c.beta2);
     sqrtBC2 = sb.op(OpKind::Sqrt, {bc2});
     if (c.weightDecay != 0) {
       Value *wd = sb.scalar(c.weightDecay);
       Value *lrWD = sb.mul(lr, wd);
       Value *one = sb.scalar(1.0);
-      decay = sb.sub(one, lrWD);
+      decay = unless(sb.sub(one, lrWD), 1.0);
     }
   }
   Value *beta1 = nullptr, *oneMinusBeta1 = nullptr, *beta2 = nullptr,
         *oneMinusBeta2 = nullptr, *eps = nullptr, *momentum = nullptr,
         *weightDecay = nullptr;
   if (c.kind == OptimizerKind::AdamW) {
-    beta1 = sb.scalar(c.beta1);
-    oneMinusBeta1 = sb.scalar(1.0 - c.beta1);
-    beta2 = sb.scalar(c.beta2);
-    oneMinusBeta2 = sb.scalar(1.0 - c.beta2);
+    beta1 = unless(sb.scalar(c.beta1), 1.0);
+    oneMinusBeta1 = unless(sb.scalar(1.0 - c.beta1), 0.0);
+    beta2 = unless(sb.scalar(c.beta2), 1.0);
+    oneMinusBeta2 = unless(sb.scalar(1.0 - c.beta2), 0.0);
     eps = sb.scalar(c.eps);
   } else {
     if (c.momentum != 0)
-      momentum = sb.scalar(c.momentum);
+      momentum = unless(sb.scalar(c.momentum), 1.0);
     if (c.weightDecay != 0)
       weightDecay = sb.scalar(c.weightDecay);
   }
+  // SGD's rate, and (with momentum) the share of this step's direction in
+  // the buffer: 0 on an overflow.
+  Value *sgdRate = unless(lr, 0.0);
+  Value *fresh = scaling && momentum ? unless(sb.scalar(1.0), 0.0) : nullptr;
 
   for (const ParamSlot &s : slots) {
     Value *p = s.param;
@@ -358,7 +394,7 @@ LogicalResult buildTrainingStep(ir::Module &module, const OptimizerConfig &c,
     b.setLoc(p->loc());
     b.setScope(s.scope);
     auto splat = [&](Value *scalar) { return sb.splat(scalar, type); };
-    Value *grad = s.grad;
+    Value *grad = scaling ? scaling->sanitize(s.grad) : s.grad;
     if (clipScale) {
       Value *scale = splat(clipScale);
       grad = sb.mul(grad, scale);
@@ -385,10 +421,14 @@ LogicalResult buildTrainingStep(ir::Module &module, const OptimizerConfig &c,
         Value *buf = addState("opt.momentum." + name);
         Value *mu = splat(momentum);
         Value *kept = sb.mul(buf, mu);
+        if (fresh) {
+          Value *share = splat(fresh);
+          d = sb.mul(d, share);
+        }
         d = sb.add(kept, d);
         updates.push_back({buf, d});
       }
-      Value *rate = splat(lr);
+      Value *rate = splat(sgdRate);
       Value *delta = sb.mul(rate, d);
       newParam = sb.sub(p, delta);
     } else {
@@ -450,6 +490,18 @@ LogicalResult buildTrainingStep(ir::Module &module, const OptimizerConfig &c,
   g.addOutput(kLROutputName, lr, false, stepLoc);
   g.addOutput(kGradNormOutputName, gradNorm, false, stepLoc);
   g.addUpdate(stepState, t, stepLoc);
+  if (scaling) {
+    b.setLoc(stepLoc);
+    b.setScope("");
+    scaling->addUpdates(updates);
+    g.addOutput(kLossScaleOutputName, scaling->scale(), false, stepLoc);
+    if (!scaling->error().empty()) {
+      diag.error(stepLoc, "optimizer: internal error building the loss "
+                          "scaling: " +
+                              scaling->error());
+      return failure();
+    }
+  }
   for (auto &[target, value] : updates)
     g.addUpdate(target, value, target->loc());
   return bufferUpdates(module, diag);

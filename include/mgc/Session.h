@@ -245,8 +245,14 @@ struct StepResult {
   double loss = 0;
   // Other scalar outputs of the step, e.g. "lr" and "grad_norm".
   std::map<std::string, double> metrics;
-  // The loss and "grad_norm" (when the step has one) are finite numbers.
+  // The loss and "grad_norm" (when the step has one) are finite numbers;
+  // or the step overflowed (below), which is not a failure.
   bool finite() const;
+  // fp16's dynamic loss scaling (docs/mixed-precision.md): the scaled
+  // gradients were not all finite, so the step left the parameters and the
+  // optimizer state as they were and halved the loss scale (metrics
+  // "loss_scale" holds the scale the step used).
+  bool overflowed = false;
   // With SessionOptions::skipNonFiniteSteps: the step was not finite and
   // its update was undone.
   bool skipped = false;

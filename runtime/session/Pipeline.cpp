@@ -151,7 +151,8 @@ LogicalResult applyPrecision(ir::Module &module, const std::string &precision,
   if (precision.empty())
     return success();
   if (!passes::parsePrecision(precision)) {
-    diag.error("unknown precision '" + precision + "': expected fp32 or bf16");
+    diag.error("unknown precision '" + precision + "': expected " +
+               passes::kPrecisionChoices);
     return failure();
   }
   module.attrs().set(passes::kPrecisionAttr, precision);

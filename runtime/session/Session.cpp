@@ -7,6 +7,7 @@
 #include "frontend/Frontend.h"
 #include "ir/Interpreter.h"
 #include "ir/TargetModule.h"
+#include "passes/LossScale.h"
 #include "passes/Optimizer.h"
 #include "runtime/session/DeviceExecutors.h"
 #include "runtime/session/Pipeline.h"
@@ -537,6 +538,10 @@ Result<StepResult> Session::step() {
       else
         result.metrics[name] = t.get(0);
     }
+    auto norm = result.metrics.find(passes::kGradNormOutputName);
+    result.overflowed = result.metrics.count(passes::kLossScaleOutputName) &&
+                        norm != result.metrics.end() &&
+                        !std::isfinite(norm->second);
     if (impl_->findNonFinite && !result.finite()) {
       auto origin = session::describeNonFinite(*impl_, c.diag());
       if (origin.failed())
@@ -561,7 +566,7 @@ Result<StepResult> Session::step() {
 bool StepResult::finite() const {
   auto norm = metrics.find("grad_norm");
   return std::isfinite(loss) &&
-         (norm == metrics.end() || std::isfinite(norm->second));
+         (norm == metrics.end() || std::isfinite(norm->second) || overflowed);
 }
 
 Result<std::map<std::string, Tensor>> Session::forward() {

@@ -12,6 +12,7 @@
 #include "runtime/HfCheckpoint.h"
 #include "runtime/ShardedCheckpoint.h"
 
+#include "passes/LossScale.h"
 #include "passes/Optimizer.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -194,6 +195,14 @@ Status Session::loadCheckpoint(const std::string &path) {
     auto loaded = readCheckpoint(path);
     if (!loaded)
       return Status::error("error: " + llvm::toString(loaded.takeError()));
+    // fp16's loss scale means nothing in another precision: a checkpoint
+    // of an fp16 run resumes in fp32 or bf16 without it.
+    for (auto it = loaded->tensors.begin(); it != loaded->tensors.end();)
+      if (passes::isLossScaleState(it->first) &&
+          !impl_->main->graph().findArgument(it->first))
+        it = loaded->tensors.erase(it);
+      else
+        ++it;
     const runtime::Checkpoint &c = *loaded;
     auto refuse = [&](const std::string &why) {
       return Status::error("error: cannot load checkpoint '" + path +

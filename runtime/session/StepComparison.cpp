@@ -1,5 +1,7 @@
 #include "runtime/session/StepComparison.h"
 
+#include "passes/LossScale.h"
+
 #include "llvm/ADT/StringRef.h"
 
 #include <algorithm>
@@ -12,9 +14,9 @@ namespace mgc::session {
 using passes::OptimizerConfig;
 using passes::OptimizerKind;
 
-StepTolerances StepTolerances::forStep(bool bf16, bool branches) {
+StepTolerances StepTolerances::forStep(bool lowPrecision, bool branches) {
   StepTolerances t;
-  if (bf16)
+  if (lowPrecision)
     t.loss = 1e-2;
   if (branches)
     t.gradient = kBranchGradientTolerance;
@@ -206,6 +208,41 @@ std::string num(double x) {
   return buffer;
 }
 
+// With fp16's loss scaling (its counters in the state): whether the mesh
+// and one device took the same decision, and after an overflow that the
+// mesh changed no parameter or optimizer state. Nullopt without scaling;
+// else the steps skipped before this one, or -1 when this one was skipped
+// (nothing more to compare).
+template <typename Fail>
+std::optional<int64_t> checkLossScale(const StepStates &s,
+                                      const std::vector<std::string> &params,
+                                      Fail fail) {
+  auto before = s.before.find(passes::kSkippedStepsState);
+  if (before == s.before.end())
+    return std::nullopt;
+  for (const char *name :
+       {passes::kLossScaleState, passes::kLossScaleGoodStepsState,
+        passes::kSkippedStepsState}) {
+    double mesh = s.mesh.at(name).get(0), single = s.single.at(name).get(0);
+    if (mesh != single)
+      fail(std::string("the loss scale's '") + name + "' is " + num(mesh) +
+           " on the mesh and " + num(single) +
+           " on one device: the two did not both overflow, or both not");
+  }
+  double skippedBefore = before->second.get(0);
+  if (s.mesh.at(passes::kSkippedStepsState).get(0) == skippedBefore)
+    return static_cast<int64_t>(skippedBefore);
+  for (const auto &[name, tensor] : s.before) {
+    bool kept =
+        std::find(params.begin(), params.end(), name) != params.end() ||
+        (llvm::StringRef(name).startswith(passes::kOptimizerStatePrefix) &&
+         name != passes::kStepStateName && !passes::isLossScaleState(name));
+    if (kept && valuesOf(tensor) != valuesOf(s.mesh.at(name)))
+      fail("the step overflowed (fp16), but the mesh changed '" + name + "'");
+  }
+  return -1;
+}
+
 } // namespace
 
 StepComparison compareStep(const StepStates &s, double meshLoss,
@@ -242,6 +279,14 @@ StepComparison compareStep(const StepStates &s, double meshLoss,
   }
   if (!out.failure.empty())
     return out;
+  // fp16's loss scaling: the same decision on the mesh and on one device;
+  // a step that overflowed changes nothing else, and AdamW's t counts the
+  // updates made.
+  if (std::optional<int64_t> skipped = checkLossScale(s, parameters, fail)) {
+    if (!out.failure.empty() || *skipped < 0)
+      return out;
+    t -= *skipped;
+  }
 
   for (const std::string &p : parameters) {
     ir::DType dtype = s.single.at(p).dtype();

@@ -41,7 +41,8 @@ struct StepTolerances {
   // that is not the optimizer's, such as batch norm's running statistics)
   // alike.
   double gradient = 1e-3;
-  static StepTolerances forStep(bool bf16, bool branches);
+  // bf16 and fp16 (`lowPrecision`) allow more of the loss.
+  static StepTolerances forStep(bool lowPrecision, bool branches);
 };
 
 // The largest difference of one kind over a step's tensors, by its share of

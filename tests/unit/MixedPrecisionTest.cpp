@@ -489,19 +489,19 @@ TEST_CASE("mixed-precision: bf16 on a mesh matches bf16 on one device") {
 TEST_CASE("mixed-precision: errors") {
   SessionOptions o;
   o.defines = mlpDefines();
-  o.precision = "fp16";
+  o.precision = "fp8";
   auto bad = Session::create(sample("mlp.mg"), o);
   REQUIRE(!bad);
-  CHECK(bad.status().message().find("unknown precision 'fp16': expected "
-                                    "fp32 or bf16") != std::string::npos);
+  CHECK(bad.status().message().find("unknown precision 'fp8': expected "
+                                    "fp32, bf16 or fp16") != std::string::npos);
 
   o.precision = "";
   o.train = {{"precision", "half"}};
   auto badSetting = Session::create(sample("mlp.mg"), o);
   REQUIRE(!badSetting);
   CHECK(badSetting.status().message().find(
-            "invalid setting train.precision = \"half\": expected fp32 or "
-            "bf16") != std::string::npos);
+            "invalid setting train.precision = \"half\": expected fp32, "
+            "bf16 or fp16") != std::string::npos);
   o.mesh = "dp=2";
   auto badOnMesh = Session::create(sample("mlp.mg"), o);
   REQUIRE(!badOnMesh);
@@ -514,7 +514,7 @@ TEST_CASE("mixed-precision: errors") {
   std::string text;
   llvm::raw_string_ostream os(text);
   DiagnosticEngine diag(os);
-  CHECK(failed(passes::convertToBF16(*m, diag)));
+  CHECK(failed(passes::convertPrecision(*m, passes::Precision::BF16, diag)));
   CHECK(os.str().find("already has the gradient output 'grad.w1'; run "
                       "mixed-precision before autodiff") != std::string::npos);
 }

@@ -27,7 +27,7 @@ const CommandSpec &compileSpec() {
     s.name = "compile";
     s.usage = "mgc compile MODEL.mg [-D NAME=VALUE]... [--emit=KIND] "
               "[--passes=PIPELINE] [-o FILE|-]\n"
-              "                            [--precision fp32|bf16] "
+              "                            [--precision fp32|bf16|fp16] "
               "[--backend cpu|cuda]\n"
               "       mgc compile MODEL.mg --mesh AXES [--zero N] "
               "[--accumulate K] [--emit=plan|plan-json|dot|ir|device-ir]\n"
@@ -66,12 +66,12 @@ const CommandSpec &compileSpec() {
         {"--precision",
          "P",
          "compute precision of the step and the forward program "
-         "(train.precision): fp32, or bf16 (bf16 matmuls and activations, "
-         "f32 weights, norms and loss; docs/mixed-precision.md); with "
-         "--emit=ir and no --passes, the model after the mixed-precision "
-         "pass",
+         "(train.precision): fp32, bf16 or fp16 (bf16 or f16 matmuls and "
+         "activations, f32 weights, norms and loss; fp16 with dynamic loss "
+         "scaling; docs/mixed-precision.md); with --emit=ir and no "
+         "--passes, the model after the mixed-precision pass",
          false,
-         {"fp32", "bf16"}},
+         {"fp32", "bf16", "fp16"}},
     };
     // The model's sizes come first.
     std::vector<OptionSpec> sizes = modelSizeOptions();
@@ -372,12 +372,13 @@ int runCompile(llvm::ArrayRef<std::string> rawArgs) {
       return emitModule(*module, *args, diag);
     executable = exes->step ? std::move(exes->step) : std::move(exes->forward);
   } else {
-    // Without a pipeline, --precision bf16 shows what the precision does to
-    // the model (the pipelines that build a step run the pass themselves).
-    if (!args->has("--passes") &&
-        args->get("--precision") ==
-            passes::precisionName(passes::Precision::BF16) &&
-        failed(passes::convertToBF16(*module, diag)))
+    // Without a pipeline, --precision bf16 or fp16 shows what the precision
+    // does to the model (the pipelines that build a step run the pass
+    // themselves).
+    std::optional<passes::Precision> precision =
+        passes::parsePrecision(args->get("--precision"));
+    if (!args->has("--passes") && precision &&
+        failed(passes::convertPrecision(*module, *precision, diag)))
       return kUserError;
     const std::string &path = args->positionals[0];
     if (int rc = runPassPipeline(*module, *args, diag,

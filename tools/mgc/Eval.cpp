@@ -45,7 +45,7 @@ const CommandSpec &evalSpec() {
               "       (--data NAME=FILE.npy... | --text FILE | --tokens FILE "
               "--token-dtype u16|i32)\n"
               "       [--max-batches N] [--mesh AXES] [--threads N] [--backend "
-              "cpu|cuda|auto] [--precision fp32|bf16]";
+              "cpu|cuda|auto] [--precision fp32|bf16|fp16]";
     s.summary = "Report a model's mean loss (and, for a classifier, its "
                 "accuracy) over a data set.";
     s.positionalName = "a model file (MODEL.mg or MODEL.mgx)";
@@ -90,9 +90,9 @@ const CommandSpec &evalSpec() {
               "parameters, as training places them"},
              {"--precision",
               "P",
-              "fp32 or bf16 (default: train.precision, else fp32)",
+              "fp32, bf16 or fp16 (default: train.precision, else fp32)",
               false,
-              {"fp32", "bf16"}},
+              {"fp32", "bf16", "fp16"}},
          })
       s.options.push_back(o);
     s.details =

@@ -334,10 +334,11 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
     return errorExit(st.message());
   std::unique_ptr<SingleDeviceCheck> check;
   if (args->has("--check-single")) {
-    bool bf16 = (options.precision.empty() ? facts.trainPrecision
-                                           : options.precision) == "bf16";
+    std::string precision =
+        options.precision.empty() ? facts.trainPrecision : options.precision;
+    bool lowPrecision = precision == "bf16" || precision == "fp16";
     auto made = SingleDeviceCheck::create(
-        modelPath, options, bf16,
+        modelPath, options, lowPrecision,
         tolerance >= 0 ? std::optional<double>(tolerance) : std::nullopt);
     if (!made)
       return errorExit(made.status().message());
@@ -480,7 +481,7 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
   bool handOver = options.cudaGraph;
   runtime::Batch batch, nextBatch;
   bool haveNext = false;
-  int64_t skippedSteps = 0;
+  int64_t skippedSteps = 0, overflowedSteps = 0;
   std::optional<StepResult> lastTransfers; // the last step with them measured
   // A failure between steps (reading the data, an evaluation) first saves
   // the state the steps reached, when a checkpoint was asked for, then
@@ -576,6 +577,7 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
       return rc;
     }
     StepRecord record;
+    overflowedSteps += result->overflowed;
     record.step = result->step;
     record.loss = result->loss;
     record.metrics = result->metrics;
@@ -628,6 +630,9 @@ int runRun(llvm::ArrayRef<std::string> rawArgs) {
         << backend::formatBytes(lastTransfers->hostToDeviceBytes) << " in, "
         << backend::formatBytes(lastTransfers->deviceToHostBytes)
         << " out (the last step)\n";
+  if (overflowedSteps)
+    out << "the loss scale skipped " << overflowedSteps << " of the steps "
+        << "(their fp16 gradients overflowed; each halved the scale)\n";
   if (skippedSteps)
     out << "skipped " << skippedSteps << " of the steps (their loss or "
         << "gradient norm was not finite; --on-nonfinite skip)\n";

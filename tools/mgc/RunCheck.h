@@ -4,9 +4,9 @@
 // of the two runs starts from the same parameters and optimizer state and
 // nothing drifts: the losses, each parameter's gradient and the mesh's
 // updates are compared step by step (runtime/session/StepComparison.h,
-// tolerances in docs/parallel.md). In bf16 a third session runs each step
-// in f32 from the same state, to measure how far bf16 itself moves each
-// gradient.
+// tolerances in docs/parallel.md). In bf16 or fp16 a third session runs
+// each step in f32 from the same state, to measure how far the low
+// precision itself moves each gradient.
 #pragma once
 
 #include <mgc/Session.h>
@@ -30,8 +30,8 @@ public:
   // (--check-tolerance) replaces the relative tolerances of the loss and
   // the gradients, which otherwise follow the precision.
   static Result<std::unique_ptr<SingleDeviceCheck>>
-  create(const std::string &modelPath, SessionOptions options, bool bf16,
-         std::optional<double> tolerance);
+  create(const std::string &modelPath, SessionOptions options,
+         bool lowPrecision, std::optional<double> tolerance);
 
   Session &reference() { return *reference_; }
   // Before the first step, with both sessions initialised (or loaded): the
@@ -48,8 +48,11 @@ public:
   void summarize(bool failed, llvm::raw_ostream &os) const;
 
 private:
+  // Sets both runs to the mesh's state after a step, the next step's
+  // starting point; returns an error, "" when there is none.
+  std::string adoptMeshState(std::map<std::string, runtime::Tensor> state);
   std::unique_ptr<Session> reference_;
-  // In bf16: the same step in f32 (StepStates::exact).
+  // In bf16 or fp16: the same step in f32 (StepStates::exact).
   std::unique_ptr<Session> exact_;
   session::StepTolerances tolerances_;
   passes::OptimizerConfig optimizer_;
@@ -61,6 +64,9 @@ private:
   // The largest differences over the steps so far.
   session::StepComparison worst_;
   int64_t steps_ = 0;
+  // fp16: steps whose gradients overflowed on one device but not on the
+  // mesh, which are not compared.
+  int64_t singleOnlyOverflows_ = 0;
 };
 
 } // namespace mgc::cli

@@ -76,8 +76,14 @@ std::string ProgressReporter::statusLine(const StepRecord &r, bool bar) const {
   if (!bar) {
     if (auto lr = r.metrics.find("lr"); lr != r.metrics.end())
       os << llvm::format(" | lr %.3e", lr->second);
-    if (auto g = r.metrics.find("grad_norm"); g != r.metrics.end())
+    auto g = r.metrics.find("grad_norm");
+    if (g != r.metrics.end())
       os << llvm::format(" | grad_norm %.4f", g->second);
+    if (auto scale = r.metrics.find("loss_scale"); scale != r.metrics.end()) {
+      os << llvm::format(" | loss_scale %g", scale->second);
+      if (g != r.metrics.end() && !std::isfinite(g->second))
+        os << " (overflow: step skipped)";
+    }
   }
   os << " | " << formatRate(rate) << " " << units_ << "/s | "
      << formatDuration(elapsed_) << "<" << formatDuration(eta);

@@ -56,7 +56,7 @@ const CommandSpec &runSpec() {
         "       [--eval-every K --eval-data FILE|NAME=FILE.npy... "
         "[--eval-batches N]]\n"
         "       [--on-nonfinite stop|skip] [--find-nonfinite]\n"
-        "       [--threads N] [--precision fp32|bf16]\n"
+        "       [--threads N] [--precision fp32|bf16|fp16]\n"
         "       [--mesh AXES | --devices N] [--zero STAGE] "
         "[--dp-weights W,...] [--bucket-mib MIB]\n"
         "       [--accumulate K | --microbatches M] [--pipeline-schedule NAME] "
@@ -148,11 +148,12 @@ const CommandSpec &runSpec() {
               "simulating them all on one GPU"},
              {"--precision",
               "P",
-              "fp32, or bf16: bf16 matmuls and activations, f32 weights, "
-              "optimizer, norms and loss (default: train.precision, else "
-              "fp32; docs/mixed-precision.md)",
+              "fp32, bf16 or fp16: bf16 (or f16) matmuls and activations, "
+              "f32 weights, optimizer, norms and loss; fp16 with dynamic "
+              "loss scaling (default: train.precision, else fp32; "
+              "docs/mixed-precision.md)",
               false,
-              {"fp32", "bf16"}},
+              {"fp32", "bf16", "fp16"}},
          })
       s.options.push_back(o);
     for (OptionSpec o : meshOptions())
