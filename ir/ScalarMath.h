@@ -7,6 +7,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <numbers>
 #include <type_traits>
@@ -21,7 +22,23 @@
 
 namespace mgc::ir::scalar {
 
-inline const double kGeluC = std::sqrt(2.0 / std::numbers::pi);
+// The few files that include LLVM 14's JSON.h build as C++17 in the clang
+// fuzz build (CMakeLists.txt): bit casts and pi without C++20 there.
+#if __cplusplus >= 202002L
+inline constexpr double kPi = std::numbers::pi;
+template <typename To, typename From> MGC_SCALAR_INLINE To bitCast(From v) {
+  return std::bit_cast<To>(v);
+}
+#else
+inline constexpr double kPi = 3.141592653589793238462643383279502884;
+template <typename To, typename From> MGC_SCALAR_INLINE To bitCast(From v) {
+  To out;
+  std::memcpy(&out, &v, sizeof out);
+  return out;
+}
+#endif
+
+inline const double kGeluC = std::sqrt(2.0 / kPi);
 
 namespace detail {
 
@@ -32,8 +49,7 @@ MGC_SCALAR_INLINE float expNonNegative(float y) {
   constexpr float kShift = 12582912.0f; // 1.5 * 2^23: rounds to a whole number
   float shifted = y * 1.44269504f + kShift;
   float n = shifted - kShift;
-  int32_t whole =
-      std::bit_cast<int32_t>(shifted) - std::bit_cast<int32_t>(kShift);
+  int32_t whole = bitCast<int32_t>(shifted) - bitCast<int32_t>(kShift);
   float r = (y - n * 0.693359375f) - n * -2.12194440e-4f;
   float p = 1.0f / 5040;
   p = 1.0f / 720 + r * p;
@@ -43,7 +59,7 @@ MGC_SCALAR_INLINE float expNonNegative(float y) {
   p = 0.5f + r * p;
   p = 1.0f + r * p;
   p = 1.0f + r * p;
-  return p * std::bit_cast<float>((whole + 127) << 23);
+  return p * bitCast<float>((whole + 127) << 23);
 }
 
 } // namespace detail
@@ -85,8 +101,7 @@ MGC_SCALAR_INLINE double expNoDenormals(double y) {
   constexpr double kShift = 0x1.8p52; // 1.5 * 2^52: rounds to a whole number
   double shifted = y * 1.4426950408889634 + kShift;
   double n = shifted - kShift;
-  int64_t whole =
-      std::bit_cast<int64_t>(shifted) - std::bit_cast<int64_t>(kShift);
+  int64_t whole = bitCast<int64_t>(shifted) - bitCast<int64_t>(kShift);
   // ln 2 in two parts: the first to 32 bits, so that n * its value is exact.
   double r = (y - n * 6.93147180369123816490e-01) -
              n * 1.90821492927058770002e-10;
@@ -99,7 +114,7 @@ MGC_SCALAR_INLINE double expNoDenormals(double y) {
   for (double c : kInverseFactorials)
     p = c + r * p;
   // 2^(n - 1) times 2: n reaches 1024 just below the overflow.
-  double v = p * std::bit_cast<double>((whole + 1022) << 52) * 2.0;
+  double v = p * bitCast<double>((whole + 1022) << 52) * 2.0;
   double flushed = y < -708.0 ? 0.0 : v;
   double capped =
       y > 709.782712893384 ? std::numeric_limits<double>::infinity() : flushed;
@@ -110,13 +125,13 @@ MGC_SCALAR_INLINE double expNoDenormals(double y) {
 // its quiet bit is set), and the float of bf16 bits. Branch-free and
 // inline, so that the kernels' loops over bf16 tensors vectorise.
 inline uint16_t bf16BitsOf(float value) {
-  uint32_t bits = std::bit_cast<uint32_t>(value);
+  uint32_t bits = bitCast<uint32_t>(value);
   uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
   uint32_t quietNaN = (bits >> 16) | 0x40u;
   return static_cast<uint16_t>(value != value ? quietNaN : rounded);
 }
 inline float floatOfBF16(uint16_t bits) {
-  return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
+  return bitCast<float>(static_cast<uint32_t>(bits) << 16);
 }
 
 // tanh in the compute type: float's is tanhFloat, double's the C library's.

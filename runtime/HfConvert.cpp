@@ -281,7 +281,10 @@ llvm::Expected<HfImport> importHf(const HfMap &map, const TensorMap &tensors,
   }
   HfImport out;
   std::set<std::string> notes;
-  for (const auto &[name, t] : byName) {
+  for (const auto &[relName, t] : byName) {
+    // A name of its own: a lambda may not capture a structured binding
+    // in C++17, which this file builds as in the fuzz build.
+    const std::string &name = relName;
     auto matches = [&](const std::string &pattern) {
       return matchLayer(pattern, name).has_value();
     };

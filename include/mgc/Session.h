@@ -170,8 +170,9 @@ struct SessionOptions {
   // With the CUDA backend: capture the step as a CUDA Graph on the first
   // step and replay it after.
   bool cudaGraph = false;
-  // Compute precision: "fp32", or "bf16" (bf16 matmuls and activations;
-  // parameters, optimizer state, norms and the loss stay f32; see
+  // Compute precision: "fp32", "bf16" (bf16 matmuls and activations;
+  // parameters, optimizer state, norms and the loss stay f32) or "fp16"
+  // (the same in f16, with dynamic loss scaling; see
   // docs/mixed-precision.md). Empty: the model file's train.precision,
   // else fp32.
   std::string precision;

@@ -357,13 +357,12 @@ void printPipelinePlanJson(const PipelinePart &part, llvm::raw_ostream &os) {
          static_cast<int64_t>(acrossBytes(split, split.backwardAcross[b]))}});
   Object shared;
   for (const auto &[name, on] : held.stagesOf)
-    if (on.size() > 1)
-      shared[name] = [&] {
-        Array a;
-        for (int64_t st : on)
-          a.push_back(st);
-        return a;
-      }();
+    if (on.size() > 1) {
+      Array a;
+      for (int64_t st : on)
+        a.push_back(st);
+      shared[name] = std::move(a);
+    }
   Array optimizer;
   std::vector<DeviceOptimizer> optimizers = deviceOptimizers(part);
   for (size_t d = 0; d < optimizers.size(); ++d) {
