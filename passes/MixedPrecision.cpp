@@ -49,6 +49,8 @@ const char *precisionName(Precision precision) {
     return "bf16";
   case Precision::FP16:
     return "fp16";
+  case Precision::FP64:
+    return "fp64";
   case Precision::FP32:
     break;
   }
@@ -56,14 +58,22 @@ const char *precisionName(Precision precision) {
 }
 
 std::optional<Precision> parsePrecision(llvm::StringRef text) {
-  for (Precision p : {Precision::FP32, Precision::BF16, Precision::FP16})
+  for (Precision p :
+       {Precision::FP32, Precision::BF16, Precision::FP16, Precision::FP64})
     if (text == precisionName(p))
       return p;
   return std::nullopt;
 }
 
 DType lowType(Precision precision) {
-  return precision == Precision::FP16 ? DType::F16 : DType::BF16;
+  switch (precision) {
+  case Precision::FP16:
+    return DType::F16;
+  case Precision::FP64:
+    return DType::F64;
+  default:
+    return DType::BF16;
+  }
 }
 
 FailureOr<Precision> readPrecision(const ir::Attrs &moduleAttrs,
@@ -171,6 +181,9 @@ public:
       b_.setLoc(op.loc());
       b_.setScope(op.scope());
       Rule rule = ruleOf(op);
+      // fp64 (a reference, not a speed-up) computes everything in f64.
+      if (low_ == DType::F64 && rule != Rule::Lookup && rule != Rule::Keep)
+        rule = Rule::Low;
       switch (rule) {
       case Rule::Low:
         castOperands(op, DType::F32, low_);

@@ -13,20 +13,22 @@
 namespace mgc::passes {
 
 // FP16 also scales the loss (passes/LossScale.h): f16's range is too small
-// for the gradients of a loss of 1.
-enum class Precision { FP32, BF16, FP16 };
+// for the gradients of a loss of 1. FP64 computes every op in f64 (the
+// weights stay f32): the reference that measures how far f32's own
+// rounding moves a gradient (mgc run --check-single), not a fast mode.
+enum class Precision { FP32, BF16, FP16, FP64 };
 
 // The module attribute that selects the precision: "fp32" (also when it is
-// absent), "bf16" or "fp16". A training setting: the model file's train
+// absent), "bf16", "fp16" or "fp64". A training setting: the model file's train
 // section, `mgc run --precision` and SessionOptions::precision set it.
 inline constexpr const char *kPrecisionAttr = "train.precision";
-inline constexpr const char *kPrecisionChoices = "fp32, bf16 or fp16";
+inline constexpr const char *kPrecisionChoices = "fp32, bf16, fp16 or fp64";
 
-// "fp32", "bf16", "fp16".
+// "fp32", "bf16", "fp16", "fp64".
 const char *precisionName(Precision precision);
-// Parses "fp32", "bf16" or "fp16".
+// Parses one of those.
 std::optional<Precision> parsePrecision(llvm::StringRef text);
-// The element type the low precision computes in: bf16 or f16.
+// The element type the precision computes in: bf16, f16 or f64.
 ir::DType lowType(Precision precision);
 
 // The precision `attrs` select. Reports a value that is not one of the

@@ -86,7 +86,8 @@ applyTrainOverrides(ir::Module &module,
       continue;
     }
     std::string name = "train." + key;
-    auto bad = [&](const char *expected) {
+    // Not a capture of the structured bindings, which clang 14 refuses.
+    auto bad = [&, &key = key, &text = text](const char *expected) {
       diag.error("invalid value '" + text + "' for training setting '" + key +
                  "': expected " + expected);
       ok = false;

@@ -493,7 +493,8 @@ TEST_CASE("mixed-precision: errors") {
   auto bad = Session::create(sample("mlp.mg"), o);
   REQUIRE(!bad);
   CHECK(bad.status().message().find("unknown precision 'fp8': expected "
-                                    "fp32, bf16 or fp16") != std::string::npos);
+                                    "fp32, bf16, fp16 or fp64") !=
+        std::string::npos);
 
   o.precision = "";
   o.train = {{"precision", "half"}};
@@ -501,7 +502,7 @@ TEST_CASE("mixed-precision: errors") {
   REQUIRE(!badSetting);
   CHECK(badSetting.status().message().find(
             "invalid setting train.precision = \"half\": expected fp32, "
-            "bf16 or fp16") != std::string::npos);
+            "bf16, fp16 or fp64") != std::string::npos);
   o.mesh = "dp=2";
   auto badOnMesh = Session::create(sample("mlp.mg"), o);
   REQUIRE(!badOnMesh);

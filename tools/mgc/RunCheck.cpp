@@ -20,8 +20,11 @@ SingleDeviceCheck::create(const std::string &modelPath, SessionOptions options,
     return session.status();
   auto check = std::make_unique<SingleDeviceCheck>();
   check->reference_ = std::move(*session);
-  if (lowPrecision) {
-    options.precision = "fp32";
+  // The reference that measures the run's own rounding: f32 for bf16 and
+  // fp16, f64 for f32 (a compiled executable's precision is fixed).
+  bool compiled = llvm::StringRef(modelPath).endswith(".mgx");
+  if (lowPrecision || !compiled) {
+    options.precision = lowPrecision ? "fp32" : "fp64";
     auto exact = Session::create(modelPath, options);
     if (!exact)
       return exact.status();

@@ -4,9 +4,11 @@
 // of the two runs starts from the same parameters and optimizer state and
 // nothing drifts: the losses, each parameter's gradient and the mesh's
 // updates are compared step by step (runtime/session/StepComparison.h,
-// tolerances in docs/parallel.md). In bf16 or fp16 a third session runs
-// each step in f32 from the same state, to measure how far the low
-// precision itself moves each gradient.
+// tolerances in docs/parallel.md). A third session runs each step from
+// the same state in a wider precision (f32 for bf16 and fp16, f64 for
+// f32), to measure how far the run's own rounding moves each gradient: a
+// gradient that is a small difference of large terms (attention's keys,
+// once the attention is sharp) moves by much more than its norm suggests.
 #pragma once
 
 #include <mgc/Session.h>
@@ -52,7 +54,7 @@ private:
   // starting point; returns an error, "" when there is none.
   std::string adoptMeshState(std::map<std::string, runtime::Tensor> state);
   std::unique_ptr<Session> reference_;
-  // In bf16 or fp16: the same step in f32 (StepStates::exact).
+  // The same step in the wider precision (StepStates::exact).
   std::unique_ptr<Session> exact_;
   session::StepTolerances tolerances_;
   passes::OptimizerConfig optimizer_;

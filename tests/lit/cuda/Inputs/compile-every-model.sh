@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Compiles for the CUDA backend (mgc compile --backend cuda: fusion within
 # its limits, then its own check of every program, no GPU needed) every
-# sample in both precisions, every valid model file under tests/, and the
+# sample in each precision (fp32, bf16, fp16), every valid model file under tests/, and the
 # meshes and pipelines of the equivalence tests and of the GPU check (every
 # stage, gather and update program of a pipeline).
 # Prints one line per program, "ok: ..." or "refused: ..." with the error,
@@ -25,7 +25,7 @@ check() {
 }
 
 for model in "$src"/samples/*.mg; do
-  for precision in fp32 bf16; do
+  for precision in fp32 bf16 fp16; do
     check "$(basename "$model") $precision" "$model" --precision $precision
   done
 done
@@ -52,6 +52,11 @@ for flags in "${meshes[@]}"; do
   # shellcheck disable=SC2086
   check "gpt bf16 $flags" "${gpt[@]}" $flags --precision bf16 --emit=plan
 done
+# fp16's loss scaling on a mesh, with ZeRO and accumulation.
+check "gpt fp16 --mesh dp=2,tp=2 --zero 1" "${gpt[@]}" --mesh dp=2,tp=2 --zero 1 \
+  --precision fp16 --emit=plan
+check "gpt fp16 --mesh dp=2 --accumulate 2" "${gpt[@]}" --mesh dp=2 --accumulate 2 \
+  --precision fp16 --emit=plan
 
 # Pipelines, on a GPT of four layers: every schedule, and the stage meshes.
 gpt4=("$src/samples/gpt.mg" -D V=256 -D T=16 -D D=32 -D H=2 -D L=4 -D B=8)
@@ -63,7 +68,7 @@ pipelines=(
   "--mesh pp=2,dp=2 --zero 1"
 )
 for flags in "${pipelines[@]}"; do
-  for precision in fp32 bf16; do
+  for precision in fp32 bf16 fp16; do
     # shellcheck disable=SC2086
     check "gpt $precision $flags" "${gpt4[@]}" $flags --precision $precision \
       --emit=plan
