@@ -6,10 +6,16 @@
 # parallel, dp=2 x tp=2): first 20 steps checked step by step against the
 # same training on one device, again with gradient accumulation, then 300
 # steps, watching the loss fall.
+#
+# It builds only what it runs: the mgc tool with the CPU backend, without
+# the tests, the benchmarks or the CUDA kernels, in a build folder of its
+# own (build-cpu/, or $MGC_BUILD_DIR), so that scripts/test.sh's complete
+# build in build/ keeps its settings.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=${MGC_BUILD_DIR:-$root/build}
-"$root/scripts/build.sh"
+build=${MGC_BUILD_DIR:-$root/build-cpu}
+MGC_BUILD_DIR=$build MGC_CUDA=OFF MGC_BUILD_TARGETS=mgc \
+  "$root/scripts/build.sh" -DMGC_BUILD_TESTS=OFF
 mgc=$build/tools/mgc/mgc
 out=$build/gpt.mgir
 echo "== mgc compile samples/gpt.mg --emit=ir -o $out"
@@ -33,7 +39,7 @@ echo "== the same 20 steps with each batch run as 2 micro-batches per device (gr
 echo "   accumulation: --accumulate 2), checked against one device without it"
 "$mgc" run "$root/samples/gpt.mg" "${tiny[@]}" --steps 20 --lr 1e-2 --log-every 10 \
   --text "$root/samples/data/rhymes.txt" --mesh dp=2,tp=2 --accumulate 2 --check-single
-if command -v mpirun >/dev/null && [ -f "$build/bench/mpi_allreduce" ]; then
+if command -v mpirun >/dev/null && grep -q '^MGC_MPI:BOOL=ON' "$build/CMakeCache.txt"; then
   echo "== the same 20 steps as 4 processes, one per device (mpirun), over MPI: the"
   echo "   losses equal the simulated mesh's above bit for bit"
   mpirun=(mpirun --oversubscribe --mca btl self,vader --mca btl_vader_single_copy_mechanism none)
