@@ -22,4 +22,16 @@ Value *Builder::constant(double value, DType dtype) {
       .value;
 }
 
+ValueOrError Builder::splat(Value *scalar, const TensorType &type) {
+  ValueOrError v{scalar, ""};
+  if (type.dtype != scalar->type().dtype)
+    v = create(OpKind::Cast, {scalar},
+               {{"dtype", dtypeName(type.dtype).str()}});
+  if (v.ok() && !type.isScalar())
+    v = create(OpKind::Broadcast, {v.value},
+               {{"shape",
+                 std::vector<int64_t>(type.shape.begin(), type.shape.end())}});
+  return v;
+}
+
 } // namespace mgc::ir

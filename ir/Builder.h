@@ -34,6 +34,9 @@ public:
 
   // Shorthands for ops that cannot fail on well-typed operands.
   Value *constant(double value, DType dtype);
+  // A scalar brought to `type`: cast to its dtype, broadcast to its shape
+  // (each only where needed).
+  ValueOrError splat(Value *scalar, const TensorType &type);
   Graph &graph() { return graph_; }
 
 private:

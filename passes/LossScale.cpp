@@ -61,14 +61,12 @@ Value *LossScaleStep::scalar(double value) {
 }
 
 Value *LossScaleStep::splat(Value *s, const ir::TensorType &type) {
-  Value *v = s;
-  if (v && type.dtype != v->type().dtype)
-    v = op(OpKind::Cast, {v}, {{"dtype", ir::dtypeName(type.dtype).str()}});
-  if (v && !type.isScalar())
-    v = op(OpKind::Broadcast, {v},
-           {{"shape",
-             std::vector<int64_t>(type.shape.begin(), type.shape.end())}});
-  return v;
+  if (!s)
+    return nullptr;
+  ir::ValueOrError v = b_->splat(s, type);
+  if (!v.ok() && error_.empty())
+    error_ = "splat: " + v.error;
+  return v.value;
 }
 
 Value *LossScaleStep::unscale(Value *grad) {

@@ -77,15 +77,13 @@ public:
     auto it = splats_.find(key);
     if (it != splats_.end())
       return it->second;
-    Value *v = s;
-    if (type.dtype != v->type().dtype)
-      v = op(OpKind::Cast, {v}, {{"dtype", ir::dtypeName(type.dtype).str()}});
-    if (!type.isScalar())
-      v = op(OpKind::Broadcast, {v},
-             {{"shape",
-               std::vector<int64_t>(type.shape.begin(), type.shape.end())}});
-    splats_[key] = v;
-    return v;
+    if (failed())
+      return nullptr;
+    ir::ValueOrError v = b_.splat(s, type);
+    if (!v.ok())
+      error_ = "splat: " + v.error;
+    splats_[key] = v.value;
+    return v.value;
   }
 
   Value *add(Value *a, Value *b) { return op(OpKind::Add, {a, b}); }
