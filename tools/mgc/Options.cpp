@@ -7,12 +7,17 @@
 
 namespace mgc::cli {
 
-std::string ParsedArgs::get(llvm::StringRef name,
-                            llvm::StringRef fallback) const {
+const std::string &ParsedArgs::get(llvm::StringRef name) const {
+  static const std::string kAbsent;
   auto it = values_.find(name.str());
   if (it == values_.end() || it->second.empty())
-    return fallback.str();
+    return kAbsent;
   return it->second.back();
+}
+
+std::string ParsedArgs::get(llvm::StringRef name,
+                            llvm::StringRef fallback) const {
+  return has(name) ? get(name) : fallback.str();
 }
 
 std::vector<std::string> ParsedArgs::getList(llvm::StringRef name,

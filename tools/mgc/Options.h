@@ -45,8 +45,12 @@ public:
   bool helpRequested = false;
 
   bool has(llvm::StringRef name) const { return values_.count(name.str()) > 0; }
-  // The last value given for an option, or `fallback`.
-  std::string get(llvm::StringRef name, llvm::StringRef fallback = "") const;
+  // The last value given for an option, "" when it is absent: a reference
+  // into the parsed arguments, so a StringRef of it stays valid as long as
+  // they do (a StringRef of a returned copy would dangle at once).
+  const std::string &get(llvm::StringRef name) const;
+  // The last value, or a copy of `fallback` when it is absent.
+  std::string get(llvm::StringRef name, llvm::StringRef fallback) const;
   // Every value given for a repeatable option, in order.
   std::vector<std::string> getAll(llvm::StringRef name) const;
   // The last value of a list option split at `separator`, each piece
