@@ -36,10 +36,18 @@ trap 'rm -f "$log"' EXIT
 
 echo "== unit tests (doctest)"
 "$build/tests/mgc_unit_tests" 2>&1 | tee "$log" | tail -n 4
+status=${PIPESTATUS[0]}
 unit=$(grep -E '^\[doctest\] test cases:' "$log" | tail -n 1)
 if [ -n "$unit" ]; then
   passed=$((passed + $(sed -E 's/.*\| *([0-9]+) passed.*/\1/' <<<"$unit")))
-  failed=$((failed + $(sed -E 's/.*\| *([0-9]+) failed.*/\1/' <<<"$unit")))
+  unit_failed=$(sed -E 's/.*\| *([0-9]+) failed.*/\1/' <<<"$unit")
+  failed=$((failed + unit_failed))
+  # A crash after the summary, or a sanitizer's report at exit (leaks are
+  # found then), fails too.
+  if [ "$status" -ne 0 ] && [ "$unit_failed" -eq 0 ]; then
+    echo "the unit tests' process exited with status $status after its summary"
+    failed=$((failed + 1))
+  fi
 else
   failed=$((failed + 1))
 fi
